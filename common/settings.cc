@@ -1,0 +1,197 @@
+#include "common/settings.h"
+
+#include <charconv>
+#include <functional>
+#include <set>
+
+extern char** environ;
+
+namespace syncline {
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kScheduler: return "scheduler";
+    case Role::kServer: return "server";
+    case Role::kWorker: return "worker";
+  }
+  return "unknown";
+}
+
+Result<Role> ParseRole(const std::string& name) {
+  if (name == "scheduler") return Role::kScheduler;
+  if (name == "server") return Role::kServer;
+  if (name == "worker") return Role::kWorker;
+  return InvalidArgument("unknown role '" + name + "' (expected scheduler, server or worker)");
+}
+
+Environment ProcessEnvironment() {
+  Environment env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+namespace {
+
+Result<long long> ParseInteger(const std::string& text, long long min, long long max) {
+  long long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    return InvalidArgument("'" + text + "' is not an integer");
+  if (value < min || value > max)
+    return InvalidArgument(std::to_string(value) + " is out of range [" + std::to_string(min) + ", " +
+                           std::to_string(max) + "]");
+  return value;
+}
+
+Result<bool> ParseBool(const std::string& text) {
+  static const std::set<std::string> yes{"1", "true", "yes", "on"}, no{"0", "false", "no", "off", ""};
+  if (yes.count(text)) return true;
+  if (no.count(text)) return false;
+  return InvalidArgument("'" + text + "' is not a boolean (use 1/0, true/false, yes/no, on/off)");
+}
+
+// One setting: its canonical name, alias names (with a multiplier for
+// integer aliases in other units), and how to store a parsed value.
+struct Entry {
+  std::string name;
+  std::vector<std::pair<std::string, long long>> aliases;  // name, integer scale
+  std::function<Status(Settings&, const std::string& text, long long scale)> set;
+};
+
+template <typename Field>
+std::function<Status(Settings&, const std::string&, long long)> Integer(Field Settings::*field,
+                                                                         long long min, long long max) {
+  return [=](Settings& s, const std::string& text, long long scale) -> Status {
+    SYNCLINE_ASSIGN_OR_RETURN(long long v, ParseInteger(text, min / scale, max / scale));
+    s.*field = static_cast<Field>(v * scale);
+    return Status::Ok();
+  };
+}
+
+std::function<Status(Settings&, const std::string&, long long)> Boolean(bool Settings::*field) {
+  return [=](Settings& s, const std::string& text, long long) -> Status {
+    SYNCLINE_ASSIGN_OR_RETURN(bool v, ParseBool(text));
+    s.*field = v;
+    return Status::Ok();
+  };
+}
+
+std::function<Status(Settings&, const std::string&, long long)> Text(
+    std::string Settings::*field, std::set<std::string> allowed = {}) {
+  return [=](Settings& s, const std::string& text, long long) -> Status {
+    if (!allowed.empty() && !allowed.count(text)) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      return InvalidArgument("'" + text + "' is not one of " + list);
+    }
+    s.*field = text;
+    return Status::Ok();
+  };
+}
+
+const std::vector<Entry>& Entries() {
+  static const std::vector<Entry> entries = {
+      {"SYNCLINE_ROLE", {{"DMLC_ROLE", 1}},
+       [](Settings& s, const std::string& text, long long) -> Status {
+         SYNCLINE_ASSIGN_OR_RETURN(s.role, ParseRole(text));
+         return Status::Ok();
+       }},
+      {"SYNCLINE_NUM_WORKERS", {{"DMLC_NUM_WORKER", 1}}, Integer(&Settings::num_workers, 1, 65535)},
+      {"SYNCLINE_NUM_SERVERS", {{"DMLC_NUM_SERVER", 1}}, Integer(&Settings::num_servers, 1, 65535)},
+      {"SYNCLINE_SCHEDULER_HOST", {{"DMLC_PS_ROOT_URI", 1}}, Text(&Settings::scheduler_host)},
+      {"SYNCLINE_SCHEDULER_PORT", {{"DMLC_PS_ROOT_PORT", 1}}, Integer(&Settings::scheduler_port, 1, 65535)},
+      {"SYNCLINE_HOST", {{"DMLC_NODE_HOST", 1}}, Text(&Settings::host)},
+      {"SYNCLINE_PORT", {{"PORT", 1}}, Integer(&Settings::port, 0, 65535)},
+      {"SYNCLINE_WORKER_RANK", {{"DMLC_WORKER_ID", 1}}, Integer(&Settings::worker_rank, -1, 65534)},
+      {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc"})},
+      {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},
+      {"SYNCLINE_PARTITION_BYTES", {{"BYTEPS_PARTITION_BYTES", 1}},
+       Integer(&Settings::partition_bytes, 64, 1ll << 34)},
+      {"SYNCLINE_ASYNC", {{"BYTEPS_ENABLE_ASYNC", 1}}, Boolean(&Settings::async)},
+      {"SYNCLINE_DETERMINISTIC", {}, Boolean(&Settings::deterministic)},
+      {"SYNCLINE_HEARTBEAT_INTERVAL_MS", {{"PS_HEARTBEAT_INTERVAL", 1000}},
+       Integer(&Settings::heartbeat_interval_ms, 10, 3600000)},
+      {"SYNCLINE_HEARTBEAT_TIMEOUT_MS", {{"PS_HEARTBEAT_TIMEOUT", 1000}},
+       Integer(&Settings::heartbeat_timeout_ms, 50, 86400000)},
+      {"SYNCLINE_STARTUP_TIMEOUT_MS", {}, Integer(&Settings::startup_timeout_ms, 100, 86400000)},
+      {"SYNCLINE_REQUEST_TIMEOUT_MS", {}, Integer(&Settings::request_timeout_ms, 100, 86400000)},
+      {"SYNCLINE_SERVER_THREADS", {{"BYTEPS_SERVER_ENGINE_THREAD", 1}},
+       Integer(&Settings::server_threads, 1, 256)},
+      {"SYNCLINE_SUM_THREADS", {{"BYTEPS_OMP_THREAD_PER_GPU", 1}}, Integer(&Settings::sum_threads, 0, 1024)},
+      {"SYNCLINE_SCHEDULING_CREDIT", {{"BYTEPS_SCHEDULING_CREDIT", 1}},
+       Integer(&Settings::scheduling_credit, 0, 1ll << 40)},
+      {"SYNCLINE_LOG_LEVEL", {{"BYTEPS_LOG_LEVEL", 1}},
+       [](Settings& s, const std::string& text, long long) -> Status {
+         std::string lower;
+         for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+         static const std::set<std::string> levels{"trace", "debug", "info", "warn", "warning", "error", "off"};
+         if (!levels.count(lower)) return InvalidArgument("'" + text + "' is not a log level");
+         s.log_level = lower == "warning" ? "warn" : lower;
+         return Status::Ok();
+       }},
+  };
+  return entries;
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+Result<Settings> Settings::FromEnvironment(const Environment& env, std::vector<std::string>* warnings) {
+  Settings s;
+  std::set<std::string> known;
+  for (const Entry& e : Entries()) {
+    known.insert(e.name);
+    for (const auto& [alias, scale] : e.aliases) known.insert(alias);
+    // The canonical name wins over its aliases.
+    const std::string* text = nullptr;
+    std::string used;
+    long long scale = 1;
+    if (auto it = env.find(e.name); it != env.end()) {
+      text = &it->second, used = e.name;
+    } else {
+      for (const auto& [alias, alias_scale] : e.aliases) {
+        if (auto a = env.find(alias); a != env.end()) {
+          text = &a->second, used = alias, scale = alias_scale;
+          break;
+        }
+      }
+    }
+    if (text == nullptr) continue;
+    Status st = e.set(s, *text, scale);
+    if (!st.ok()) return InvalidArgument("setting " + used + ": " + st.message());
+  }
+  for (const auto& [name, value] : env) {
+    if (known.count(name)) continue;
+    if (StartsWith(name, "SYNCLINE_"))
+      return InvalidArgument("unknown setting " + name + " (see docs/configuration.md for the list)");
+    if (warnings && (StartsWith(name, "BYTEPS_") || StartsWith(name, "DMLC_")))
+      warnings->push_back(name + " is a BytePS/ps-lite setting Syncline does not use; ignored");
+  }
+  SYNCLINE_RETURN_IF_ERROR(s.Validate());
+  return s;
+}
+
+Status Settings::Validate() const {
+  if (worker_rank >= num_workers)
+    return InvalidArgument("worker rank " + std::to_string(worker_rank) + " is not below the number of workers (" +
+                           std::to_string(num_workers) + ")");
+  if (heartbeat_timeout_ms <= heartbeat_interval_ms)
+    return InvalidArgument("heartbeat timeout (" + std::to_string(heartbeat_timeout_ms) +
+                           " ms) must exceed the heartbeat interval (" + std::to_string(heartbeat_interval_ms) +
+                           " ms)");
+  if (scheduler_host.empty()) return InvalidArgument("scheduler host is empty");
+  if (host.empty()) return InvalidArgument("host is empty");
+  return Status::Ok();
+}
+
+std::string Settings::SchedulerAddress() const {
+  return "tcp://" + scheduler_host + ":" + std::to_string(scheduler_port);
+}
+
+}  // namespace syncline

@@ -1,0 +1,99 @@
+// Settings: every knob of a Syncline process, with its default and trade-off,
+// and the one place that reads them from the environment. SYNCLINE_* names are
+// canonical; the BytePS/ps-lite names (DMLC_*, BYTEPS_*, PS_*) are accepted as
+// aliases so a BytePS job moves over by changing its import and launcher.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace syncline {
+
+enum class Role { kScheduler, kServer, kWorker };
+const char* RoleName(Role role);  // "scheduler", "server", "worker"
+Result<Role> ParseRole(const std::string& name);
+
+// A snapshot of environment variables: name -> value.
+using Environment = std::map<std::string, std::string>;
+// The calling process's environment (the only place Syncline reads it).
+Environment ProcessEnvironment();
+
+struct Settings {
+  // SYNCLINE_ROLE | DMLC_ROLE. Required for the node binaries.
+  Role role = Role::kWorker;
+  // SYNCLINE_NUM_WORKERS | DMLC_NUM_WORKER. Workers in the job (>= 1).
+  int num_workers = 1;
+  // SYNCLINE_NUM_SERVERS | DMLC_NUM_SERVER. Servers in the job (>= 1).
+  int num_servers = 1;
+  // SYNCLINE_SCHEDULER_HOST | DMLC_PS_ROOT_URI. Where the scheduler listens.
+  std::string scheduler_host = "127.0.0.1";
+  // SYNCLINE_SCHEDULER_PORT | DMLC_PS_ROOT_PORT. 1..65535; the scheduler binds it.
+  int scheduler_port = 9000;
+  // SYNCLINE_HOST | DMLC_NODE_HOST. The address this node listens on and
+  // advertises to its peers. Default: loopback (single-host jobs).
+  std::string host = "127.0.0.1";
+  // SYNCLINE_PORT | PORT. Port for this node's data endpoint; 0 = any free port.
+  int port = 0;
+  // SYNCLINE_WORKER_RANK | DMLC_WORKER_ID. This worker's rank; -1 = assigned
+  // by the scheduler in order of arrival.
+  int worker_rank = -1;
+  // SYNCLINE_TRANSPORT. "tcp" (ZeroMQ over TCP, default) or "ipc" (ZeroMQ over
+  // Unix sockets; single host only). The scheduler is always reached over TCP.
+  std::string transport = "tcp";
+  // SYNCLINE_JOB_TOKEN. Shared secret a node must present to join the job.
+  // pslaunch generates one per job; empty means "no secret" (trusted networks).
+  std::string job_token;
+  // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
+  // chunks of at most this many bytes, each pushed/pulled independently and
+  // placed on a server. Smaller: more overlap and better balance, more
+  // per-message overhead. Default 4 MiB.
+  uint64_t partition_bytes = 4ull << 20;
+  // SYNCLINE_ASYNC | BYTEPS_ENABLE_ASYNC. Servers apply each push at once and
+  // pulls return the latest value, instead of per-round synchronous sums.
+  bool async = false;
+  // SYNCLINE_DETERMINISTIC. Servers sum in worker-rank order once all pushes of
+  // a round are in, so results are bit-identical run to run (costs memory:
+  // one buffer per worker per chunk in flight, and summation starts later).
+  bool deterministic = false;
+  // SYNCLINE_HEARTBEAT_INTERVAL_MS | PS_HEARTBEAT_INTERVAL (seconds). How often
+  // nodes report to the scheduler.
+  int heartbeat_interval_ms = 1000;
+  // SYNCLINE_HEARTBEAT_TIMEOUT_MS | PS_HEARTBEAT_TIMEOUT (seconds). A node
+  // silent for this long is declared dead and the job is aborted, naming it.
+  // Lower detects failures sooner; too low aborts jobs on a busy machine.
+  int heartbeat_timeout_ms = 10000;
+  // SYNCLINE_STARTUP_TIMEOUT_MS. How long the scheduler waits for every node
+  // to register, and a node waits for the address book.
+  int startup_timeout_ms = 120000;
+  // SYNCLINE_REQUEST_TIMEOUT_MS. Deadline of any single blocking call
+  // (push_pull wait, barrier, declare). Default 10 min: generous on purpose;
+  // dead peers are detected sooner by heartbeats.
+  int request_timeout_ms = 600000;
+  // SYNCLINE_SERVER_THREADS | BYTEPS_SERVER_ENGINE_THREAD. Summation engine
+  // threads per server; each key is always handled by the same thread.
+  int server_threads = 2;
+  // SYNCLINE_SUM_THREADS | BYTEPS_OMP_THREAD_PER_GPU. Threads a single large
+  // summation may be split over (oneTBB); 0 = number of cores.
+  int sum_threads = 0;
+  // SYNCLINE_SCHEDULING_CREDIT | BYTEPS_SCHEDULING_CREDIT. Bytes a worker may
+  // have in flight (pushed, not yet pulled) across all chunks; 0 = unlimited.
+  uint64_t scheduling_credit = 0;
+  // SYNCLINE_LOG_LEVEL | BYTEPS_LOG_LEVEL. trace, debug, info, warn, error, off.
+  std::string log_level = "info";
+
+  // Reads settings from `env`. Unknown SYNCLINE_* names and malformed or
+  // out-of-range values are errors naming the variable; unknown BytePS/DMLC
+  // names are reported in `warnings`.
+  static Result<Settings> FromEnvironment(const Environment& env,
+                                          std::vector<std::string>* warnings = nullptr);
+  // Checks cross-field constraints (ranges, worker_rank < num_workers, ...).
+  Status Validate() const;
+  // The scheduler's address as a transport URI ("tcp://host:port").
+  std::string SchedulerAddress() const;
+};
+
+}  // namespace syncline
