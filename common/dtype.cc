@@ -32,7 +32,7 @@ Result<DType> ParseDType(std::string_view n) {
   return InvalidArgument("unknown dtype '" + std::string(n) + "' (expected fp32, fp64, fp16 or bf16)");
 }
 
-int DTypeToWire(DType t) {
+proto::DType DTypeToWire(DType t) {
   switch (t) {
     case DType::kFloat32: return proto::FLOAT32;
     case DType::kFloat64: return proto::FLOAT64;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "syncline.pb.h"
 
 namespace syncline {
 
@@ -18,7 +19,7 @@ const char* DTypeName(DType t);  // "fp32", "fp64", "fp16", "bf16"
 // Accepts "fp32"/"float32"/"float", "fp64"/"float64"/"double", "fp16"/"float16"/"half", "bf16"/"bfloat16".
 Result<DType> ParseDType(std::string_view name);
 // The wire enum value (proto::DType) of `t`, and back. Unknown wire values are an error.
-int DTypeToWire(DType t);
+proto::DType DTypeToWire(DType t);
 Result<DType> DTypeFromWire(int wire);
 
 }  // namespace syncline

@@ -1,0 +1,73 @@
+#include "common/node_main.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "common/logging.h"
+
+namespace syncline {
+
+void SignalWatcher::OnSignal(std::function<void(int)> callback) {
+  int pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    callback_ = std::move(callback);
+    pending = pending_;
+  }
+  if (pending != 0 && callback_) callback_(pending);
+}
+
+void SignalWatcher::Deliver(int signal) {
+  std::function<void(int)> callback;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = signal;
+    callback = callback_;
+  }
+  if (callback) callback(signal);
+}
+
+int RunNodeMain(Role role, const NodeBody& body) {
+  std::vector<std::string> warnings;
+  auto settings = Settings::FromEnvironment(ProcessEnvironment(), &warnings);
+  if (!settings.ok()) {
+    std::fprintf(stderr, "syncline %s: bad settings: %s\n", RoleName(role), settings.status().message().c_str());
+    return 2;
+  }
+  if (settings->role != role) {
+    std::fprintf(stderr, "syncline %s: SYNCLINE_ROLE (or DMLC_ROLE) says %s\n", RoleName(role),
+                 RoleName(settings->role));
+    return 2;
+  }
+  std::string name = RoleName(role);
+  if (role == Role::kWorker && settings->worker_rank >= 0) name += " " + std::to_string(settings->worker_rank);
+  InitLogging(name, settings->log_level);
+  for (const auto& w : warnings) SYNCLINE_LOG_WARN("{}", w);
+
+  // Block the stop signals in every thread; one thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  SignalWatcher watcher;
+  std::thread([&watcher, stop_signals] {
+    int sig = 0;
+    if (sigwait(&stop_signals, &sig) == 0) watcher.Deliver(sig);
+  }).detach();
+
+  Status status = body(*settings, watcher);
+  if (!status.ok()) {
+    SYNCLINE_LOG_ERROR("exiting: {}", status.ToString());
+    spdlog::default_logger()->flush();
+    return 1;
+  }
+  spdlog::default_logger()->flush();
+  return 0;
+}
+
+}  // namespace syncline

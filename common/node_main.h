@@ -1,0 +1,33 @@
+// RunNodeMain: the shared entry point of the node binaries (scheduler,
+// server) and of programs that embed a worker: reads settings from the
+// environment, sets up logging, turns SIGINT/SIGTERM into a callback, runs
+// the body and maps its Status to an exit code (0 OK, 1 failure, printed).
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "common/settings.h"
+
+namespace syncline {
+
+// Delivers SIGINT/SIGTERM to a callback on a dedicated thread (not in a
+// signal handler), so the callback may lock and log.
+class SignalWatcher {
+ public:
+  void OnSignal(std::function<void(int)> callback);
+  void Deliver(int signal);
+
+ private:
+  std::mutex mu_;
+  std::function<void(int)> callback_;  // GUARDED_BY(mu_)
+  int pending_ = 0;                    // GUARDED_BY(mu_)
+};
+
+using NodeBody = std::function<Status(const Settings&, SignalWatcher&)>;
+
+// `role`: the role the settings must name (checked), used in log prefixes.
+int RunNodeMain(Role role, const NodeBody& body);
+
+}  // namespace syncline

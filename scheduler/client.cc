@@ -1,0 +1,202 @@
+#include "scheduler/client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "transport/wire.h"
+
+namespace syncline {
+namespace {
+const auto kSendDeadline = Millis(5000);
+
+std::string Hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+}  // namespace
+
+SchedulerClient::SchedulerClient(const Settings& settings, Role role, Endpoint* endpoint,
+                                 std::string scheduler_address)
+    : settings_(settings),
+      role_(role),
+      scheduler_address_(scheduler_address.empty() ? settings.SchedulerAddress() : std::move(scheduler_address)),
+      endpoint_(endpoint) {}
+
+SchedulerClient::~SchedulerClient() {
+  stop_ = true;
+  cv_.notify_all();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+Status SchedulerClient::Join(const std::string& my_address) {
+  SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(kSchedulerPeer, scheduler_address_));
+  Message reg = MakeMessage(proto::REGISTER, -1);
+  proto::Register* body = reg.header.mutable_register_body();
+  body->set_role(role_ == Role::kServer ? proto::SERVER : proto::WORKER);
+  body->set_address(my_address);
+  body->set_token(settings_.job_token);
+  body->set_requested_rank(role_ == Role::kWorker ? settings_.worker_rank : -1);
+  body->set_hostname(Hostname());
+  SYNCLINE_RETURN_IF_ERROR(Send(std::move(reg)));
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    Status st = WaitLocked(lock, Deadline::AfterMs(settings_.startup_timeout_ms),
+                           "waiting for the scheduler at " + scheduler_address_ + " to start the job",
+                           [&] { return book_.has_value(); });
+    if (!st.ok()) return st;
+    last_heard_ = Clock::now();
+  }
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  return Status::Ok();
+}
+
+bool SchedulerClient::Handle(const Message& m) {
+  const proto::Header& h = m.header;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (h.sender() == kSchedulerPeer) last_heard_ = Clock::now();
+  switch (h.op()) {
+    case proto::ADDRESS_BOOK:
+      book_ = h.address_book();
+      my_id_ = book_->your_id();
+      for (const auto& n : book_->nodes())
+        if (n.id() == my_id_) my_rank_ = n.rank();
+      break;
+    case proto::HEARTBEAT_ACK: break;
+    case proto::BARRIER_RELEASE: released_[{h.barrier().group(), h.barrier().sequence()}] = true; break;
+    case proto::DECLARE_REPLY: declared_[h.declare_reply().name()] = h.declare_reply(); break;
+    case proto::SHUTDOWN: shutdown_ = true; break;
+    case proto::ABORT:
+      lock.unlock();
+      MarkAborted(h.abort().reason());
+      return true;
+    default: return false;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+std::vector<proto::NodeInfo> SchedulerClient::NodesOf(proto::Role role) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<proto::NodeInfo> out;
+  if (!book_) return out;
+  for (const auto& n : book_->nodes())
+    if (n.role() == role) out.push_back(n);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
+  return out;
+}
+
+std::string SchedulerClient::Describe(int32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (book_)
+    for (const auto& n : book_->nodes())
+      if (n.id() == id)
+        return (n.role() == proto::SERVER ? "server " : n.role() == proto::WORKER ? "worker " : "scheduler ") +
+               std::to_string(n.rank()) + " (node " + std::to_string(id) + " at " + n.address() + ")";
+  return "node " + std::to_string(id);
+}
+
+Status SchedulerClient::Barrier(proto::Role group, Deadline deadline) {
+  Message m = MakeMessage(proto::BARRIER, my_id_);
+  uint64_t sequence;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sequence = barrier_sequence_[group]++;
+  }
+  m.header.mutable_barrier()->set_group(group);
+  m.header.mutable_barrier()->set_sequence(sequence);
+  SYNCLINE_RETURN_IF_ERROR(Send(std::move(m)));
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::pair<int, uint64_t> key{group, sequence};
+  Status st = WaitLocked(lock, deadline, "waiting at barrier " + std::to_string(sequence),
+                         [&] { return released_.count(key) > 0; });
+  released_.erase(key);
+  return st;
+}
+
+Result<proto::DeclareReply> SchedulerClient::Declare(const proto::TensorSpec& spec, Deadline deadline) {
+  Message m = MakeMessage(proto::DECLARE, my_id_);
+  *m.header.mutable_declare()->mutable_spec() = spec;
+  SYNCLINE_RETURN_IF_ERROR(Send(std::move(m)));
+  std::unique_lock<std::mutex> lock(mu_);
+  SYNCLINE_RETURN_IF_ERROR(WaitLocked(lock, deadline, "waiting for every worker to declare '" + spec.name() + "'",
+                                      [&] { return declared_.count(spec.name()) > 0; }));
+  proto::DeclareReply reply = std::move(declared_[spec.name()]);
+  declared_.erase(spec.name());
+  return reply;
+}
+
+Status SchedulerClient::Finish() { return Send(MakeMessage(proto::FINISH, my_id_)); }
+
+Status SchedulerClient::WaitForShutdown(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return WaitLocked(lock, deadline, "waiting for the job to finish", [&] { return shutdown_; });
+}
+
+void SchedulerClient::Abort(const std::string& reason) {
+  Message m = MakeMessage(proto::ABORT, my_id_);
+  m.header.mutable_abort()->set_reason(reason);
+  m.header.mutable_abort()->set_culprit(-1);
+  (void)Send(std::move(m));
+  MarkAborted(reason);
+}
+
+Status SchedulerClient::health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return aborted_ ? *aborted_ : Status::Ok();
+}
+
+void SchedulerClient::SetAbortHandler(std::function<void(const Status&)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  abort_handler_ = std::move(handler);
+}
+
+void SchedulerClient::HeartbeatLoop() {
+  const auto interval = Millis(settings_.heartbeat_interval_ms);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_ && !aborted_) {
+    cv_.wait_for(lock, interval, [&] { return stop_.load() || aborted_.has_value(); });
+    if (stop_ || aborted_) return;
+    const auto silent = std::chrono::duration_cast<Millis>(Clock::now() - last_heard_).count();
+    if (silent > settings_.heartbeat_timeout_ms) {
+      lock.unlock();
+      MarkAborted("lost contact with the scheduler at " + scheduler_address_ + ": nothing heard for " +
+                  std::to_string(silent) + " ms");
+      return;
+    }
+    lock.unlock();
+    (void)Send(MakeMessage(proto::HEARTBEAT, my_id_));
+    lock.lock();
+  }
+}
+
+void SchedulerClient::MarkAborted(const std::string& reason) {
+  std::function<void(const Status&)> handler;
+  Status status = Aborted(reason);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) return;
+    aborted_ = status;
+    handler = abort_handler_;
+    cv_.notify_all();
+  }
+  SYNCLINE_LOG_ERROR("job aborted: {}", reason);
+  if (handler) handler(status);
+}
+
+Status SchedulerClient::Send(Message m) {
+  return endpoint_->Send(kSchedulerPeer, std::move(m), Deadline::After(kSendDeadline));
+}
+
+Status SchedulerClient::WaitLocked(std::unique_lock<std::mutex>& lock, Deadline deadline, const std::string& what,
+                                   const std::function<bool()>& ready) {
+  cv_.wait_until(lock, deadline.at(), [&] { return ready() || aborted_.has_value() || stop_.load(); });
+  if (aborted_) return *aborted_;
+  if (ready()) return Status::Ok();
+  if (stop_) return Aborted("client stopped while " + what);
+  return DeadlineExceeded(what);
+}
+
+}  // namespace syncline

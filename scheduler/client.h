@@ -1,0 +1,93 @@
+// SchedulerClient: a server's or worker's side of the control plane. It
+// registers the node, receives the address book, sends heartbeats and notices
+// a silent scheduler, runs barriers and tensor declarations, and turns an
+// abort (from the scheduler, or its own) into a Status every wait returns.
+//
+// Thread-safety: all methods may be called from any thread; the node feeds
+// control messages from its endpoint's I/O thread through Handle().
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/settings.h"
+#include "transport/transport.h"
+
+namespace syncline {
+
+constexpr PeerId kSchedulerPeer = 0;
+
+class SchedulerClient {
+ public:
+  // `scheduler_address`: where the scheduler listens (settings' by default).
+  SchedulerClient(const Settings& settings, Role role, Endpoint* endpoint, std::string scheduler_address = "");
+  ~SchedulerClient();
+
+  // Registers this node, listening at `my_address`, and waits (up to the
+  // startup timeout) for the address book. Starts heartbeats.
+  Status Join(const std::string& my_address);
+  // Takes a control message addressed to this client; false if `m` is not one.
+  bool Handle(const Message& m);
+
+  int32_t my_id() const { return my_id_; }
+  int32_t my_rank() const { return my_rank_; }
+  // Nodes of `role` from the address book, ordered by rank (valid after Join).
+  std::vector<proto::NodeInfo> NodesOf(proto::Role role) const;
+  // "worker 2 (node 5 at tcp://...)" for a node id in the address book.
+  std::string Describe(int32_t id) const;
+
+  // Waits until every node of `group` (ROLE_UNKNOWN: all) reached this barrier.
+  Status Barrier(proto::Role group, Deadline deadline);
+  // Declares a tensor; returns its id and chunk placement once every worker
+  // declared it identically. A mismatch aborts the job with a reason naming it.
+  Result<proto::DeclareReply> Declare(const proto::TensorSpec& spec, Deadline deadline);
+  // Tells the scheduler this node is done (workers: after their last op).
+  Status Finish();
+  // Waits for the scheduler's SHUTDOWN (servers) or an abort.
+  Status WaitForShutdown(Deadline deadline);
+  // Aborts the job: tells the scheduler, and fails every wait here.
+  void Abort(const std::string& reason);
+
+  // OK, or Aborted with the reason once the job was aborted.
+  Status health() const;
+  // Called once, from whichever thread notices, when the job aborts.
+  void SetAbortHandler(std::function<void(const Status&)> handler);
+
+ private:
+  void HeartbeatLoop();
+  void MarkAborted(const std::string& reason);
+  Status Send(Message m);
+  // Waits on cv_ until `ready` or abort or deadline; lock must hold mu_.
+  Status WaitLocked(std::unique_lock<std::mutex>& lock, Deadline deadline, const std::string& what,
+                    const std::function<bool()>& ready);
+
+  const Settings settings_;
+  const Role role_;
+  const std::string scheduler_address_;
+  Endpoint* const endpoint_;
+  std::atomic<int32_t> my_id_{-1};
+  std::atomic<int32_t> my_rank_{-1};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<proto::AddressBook> book_;                 // GUARDED_BY(mu_)
+  std::optional<Status> aborted_;                          // GUARDED_BY(mu_)
+  bool shutdown_ = false;                                  // GUARDED_BY(mu_)
+  std::map<std::pair<int, uint64_t>, bool> released_;      // GUARDED_BY(mu_)
+  std::map<int, uint64_t> barrier_sequence_;               // GUARDED_BY(mu_)
+  std::map<std::string, proto::DeclareReply> declared_;    // GUARDED_BY(mu_)
+  std::function<void(const Status&)> abort_handler_;       // GUARDED_BY(mu_)
+  Clock::time_point last_heard_;                           // GUARDED_BY(mu_)
+
+  std::atomic<bool> stop_{false};
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace syncline

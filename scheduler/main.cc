@@ -1,0 +1,30 @@
+// syncline-scheduler: the control-plane process of a job.
+#include <arpa/inet.h>
+
+#include "common/logging.h"
+#include "common/node_main.h"
+#include "scheduler/scheduler.h"
+#include "transport/zmq/zmq_endpoint.h"
+
+namespace {
+// ZeroMQ binds interface addresses, not host names: bind all interfaces when
+// the scheduler was given a name.
+std::string BindHost(const std::string& host) {
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 ? host : "*";
+}
+}  // namespace
+
+int main() {
+  return syncline::RunNodeMain(syncline::Role::kScheduler, [](const syncline::Settings& s,
+                                                              syncline::SignalWatcher& signals) -> syncline::Status {
+    syncline::Scheduler scheduler(s, syncline::CreateZmqEndpoint());
+    auto address = scheduler.Listen("tcp://" + BindHost(s.scheduler_host) + ":" + std::to_string(s.scheduler_port));
+    if (!address.ok()) return address.status().WithContext("scheduler");
+    SYNCLINE_LOG_INFO("listening at {}; waiting for {} workers and {} servers", *address, s.num_workers, s.num_servers);
+    signals.OnSignal([&](int sig) { scheduler.RequestAbort("scheduler stopped by signal " + std::to_string(sig)); });
+    syncline::Status st = scheduler.Run();
+    if (st.ok()) SYNCLINE_LOG_INFO("job finished");
+    return st;
+  });
+}

@@ -1,0 +1,290 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "common/dtype.h"
+#include "common/logging.h"
+#include "transport/wire.h"
+
+namespace syncline {
+namespace {
+
+constexpr int32_t kSchedulerId = 0;
+const auto kSendDeadline = Millis(2000);
+
+proto::Role ToWire(Role r) {
+  switch (r) {
+    case Role::kScheduler: return proto::SCHEDULER;
+    case Role::kServer: return proto::SERVER;
+    case Role::kWorker: return proto::WORKER;
+  }
+  return proto::ROLE_UNKNOWN;
+}
+
+std::string DescribeSpec(const proto::TensorSpec& s) {
+  auto dtype = DTypeFromWire(s.dtype());
+  return std::string(dtype.ok() ? DTypeName(*dtype) : "?") + "[" + std::to_string(s.num_elements()) +
+         "] in chunks of " + std::to_string(s.partition_bytes()) + " bytes";
+}
+
+bool SameSpec(const proto::TensorSpec& a, const proto::TensorSpec& b) {
+  return a.dtype() == b.dtype() && a.num_elements() == b.num_elements() && a.partition_bytes() == b.partition_bytes();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint)
+    : settings_(std::move(settings)), endpoint_(std::move(endpoint)) {}
+
+Scheduler::~Scheduler() { endpoint_->Close(); }
+
+Result<std::string> Scheduler::Listen(const std::string& address) {
+  return endpoint_->Listen(address, [this](Message&& m) { Handle(std::move(m)); });
+}
+
+Status Scheduler::Run() {
+  const Deadline startup = Deadline::AfterMs(settings_.startup_timeout_ms);
+  const auto tick = Millis(std::max(5, settings_.heartbeat_interval_ms / 4));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!outcome_) {
+    done_cv_.wait_for(lock, tick);
+    if (outcome_) break;
+    if (!published_ && startup.Expired()) {
+      AbortJob("only " + std::to_string(CountRole(proto::WORKER)) + " of " + std::to_string(settings_.num_workers) +
+                   " workers and " + std::to_string(CountRole(proto::SERVER)) + " of " +
+                   std::to_string(settings_.num_servers) + " servers registered within " +
+                   std::to_string(settings_.startup_timeout_ms) + " ms",
+               -1);
+      outcome_ = DeadlineExceeded(outcome_->message());
+      break;
+    }
+    if (published_) CheckHeartbeats();
+  }
+  Status result = *outcome_;
+  lock.unlock();
+  // Give queued messages (the abort, the shutdown) a moment to leave.
+  std::this_thread::sleep_for(Millis(100));
+  endpoint_->Close();
+  return result;
+}
+
+void Scheduler::RequestAbort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortJob(reason, -1);
+}
+
+void Scheduler::Handle(Message&& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (outcome_) return;
+  const int32_t sender = m.header.sender();
+  if (auto it = nodes_.find(sender); it != nodes_.end()) it->second.last_seen = Clock::now();
+  switch (m.header.op()) {
+    case proto::REGISTER: return OnRegister(m);
+    case proto::HEARTBEAT:
+      if (nodes_.count(sender)) SendTo(sender, MakeMessage(proto::HEARTBEAT_ACK, kSchedulerId));
+      return;
+    case proto::BARRIER: return OnBarrier(m);
+    case proto::DECLARE: return OnDeclare(m);
+    case proto::FINISH: return OnFinish(m);
+    case proto::ABORT:
+      if (!nodes_.count(sender)) break;
+      return AbortJob(Describe(sender) + " aborted the job: " + m.header.abort().reason(),
+                      m.header.abort().culprit() >= 0 ? m.header.abort().culprit() : sender);
+    default: break;
+  }
+  SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(m.header.op()), sender);
+}
+
+void Scheduler::OnRegister(const Message& m) {
+  const proto::Register& r = m.header.register_body();
+  auto reject = [&](const std::string& why) {
+    SYNCLINE_LOG_WARN("rejecting registration of a {} at {}: {}", proto::Role_Name(r.role()), r.address(), why);
+    const int32_t temp = -(next_id_++);
+    if (!endpoint_->Connect(temp, r.address()).ok()) return;
+    Message abort = MakeMessage(proto::ABORT, kSchedulerId);
+    abort.header.mutable_abort()->set_reason("registration rejected: " + why);
+    abort.header.mutable_abort()->set_culprit(-1);
+    (void)endpoint_->Send(temp, std::move(abort), Deadline::After(kSendDeadline));
+  };
+  if (r.token() != settings_.job_token) return reject("wrong job token");
+  if (r.role() != proto::WORKER && r.role() != proto::SERVER) return reject("only workers and servers register");
+  if (published_) return reject("the job has already started");
+  const size_t limit = r.role() == proto::WORKER ? settings_.num_workers : settings_.num_servers;
+  if (CountRole(r.role()) >= limit)
+    return reject("the job already has " + std::to_string(limit) + " " + proto::Role_Name(r.role()) + "s");
+  const int32_t id = next_id_++;
+  Node node;
+  node.info.set_id(id);
+  node.info.set_role(r.role());
+  node.info.set_rank(r.requested_rank());
+  node.info.set_address(r.address());
+  node.info.set_hostname(r.hostname());
+  node.last_seen = Clock::now();
+  if (Status st = endpoint_->Connect(id, r.address()); !st.ok()) return reject(st.message());
+  nodes_[id] = node;
+  SYNCLINE_LOG_INFO("registered {} at {} as node {} ({} of {} workers, {} of {} servers)",
+                    proto::Role_Name(r.role()), r.address(), id, CountRole(proto::WORKER), settings_.num_workers,
+                    CountRole(proto::SERVER), settings_.num_servers);
+  if (CountRole(proto::WORKER) == static_cast<size_t>(settings_.num_workers) &&
+      CountRole(proto::SERVER) == static_cast<size_t>(settings_.num_servers))
+    AssignRanksAndPublish();
+}
+
+void Scheduler::AssignRanksAndPublish() {
+  // Servers: arrival order. Workers: requested ranks first, the rest fill the gaps in arrival order.
+  std::set<int32_t> taken;
+  for (auto& [id, n] : nodes_) {
+    if (n.info.role() != proto::WORKER || n.info.rank() < 0) continue;
+    if (!taken.insert(n.info.rank()).second)
+      return AbortJob("two workers asked for rank " + std::to_string(n.info.rank()), id);
+  }
+  int32_t next_worker = 0, next_server = 0;
+  std::vector<int32_t> server_ids;
+  for (auto& [id, n] : nodes_) {
+    if (n.info.role() == proto::SERVER) {
+      n.info.set_rank(next_server++);
+      server_ids.push_back(id);
+    } else if (n.info.rank() < 0) {
+      while (taken.count(next_worker)) ++next_worker;
+      n.info.set_rank(next_worker);
+      taken.insert(next_worker);
+    }
+    n.last_seen = Clock::now();
+  }
+  placement_ = std::make_unique<KeyPlacement>(server_ids);
+  proto::AddressBook book;
+  book.set_heartbeat_interval_ms(settings_.heartbeat_interval_ms);
+  book.set_heartbeat_timeout_ms(settings_.heartbeat_timeout_ms);
+  proto::NodeInfo* self = book.add_nodes();
+  self->set_id(kSchedulerId);
+  self->set_role(ToWire(Role::kScheduler));
+  for (auto& [id, n] : nodes_) *book.add_nodes() = n.info;
+  published_ = true;
+  for (auto& [id, n] : nodes_) {
+    Message m = MakeMessage(proto::ADDRESS_BOOK, kSchedulerId);
+    *m.header.mutable_address_book() = book;
+    m.header.mutable_address_book()->set_your_id(id);
+    SendTo(id, std::move(m));
+  }
+  SYNCLINE_LOG_INFO("all {} workers and {} servers registered; address book sent", settings_.num_workers,
+                    settings_.num_servers);
+}
+
+void Scheduler::OnBarrier(const Message& m) {
+  const int32_t sender = m.header.sender();
+  if (!published_ || !nodes_.count(sender)) return;
+  const proto::Barrier& b = m.header.barrier();
+  auto& arrived = barriers_[{b.group(), b.sequence()}];
+  arrived.insert(sender);
+  std::vector<int32_t> members;
+  for (auto& [id, n] : nodes_)
+    if (b.group() == proto::ROLE_UNKNOWN || n.info.role() == b.group()) members.push_back(id);
+  if (arrived.size() < members.size()) return;
+  for (int32_t id : members) {
+    Message release = MakeMessage(proto::BARRIER_RELEASE, kSchedulerId);
+    *release.header.mutable_barrier() = b;
+    SendTo(id, std::move(release));
+  }
+  barriers_.erase({b.group(), b.sequence()});
+}
+
+void Scheduler::OnDeclare(const Message& m) {
+  const int32_t sender = m.header.sender();
+  auto node = nodes_.find(sender);
+  if (!published_ || node == nodes_.end() || node->second.info.role() != proto::WORKER) return;
+  const proto::TensorSpec& spec = m.header.declare().spec();
+  auto [it, fresh] = tensors_.try_emplace(spec.name());
+  TensorEntry& t = it->second;
+  if (fresh) {
+    t.spec = spec;
+    t.id = next_tensor_id_++;
+    auto chunks = placement_->Place(t.id, spec);
+    if (!chunks.ok())
+      return AbortJob("tensor '" + spec.name() + "' declared by " + Describe(sender) + ": " + chunks.status().message(),
+                      sender);
+    t.chunks = std::move(chunks).value();
+  } else if (!SameSpec(t.spec, spec)) {
+    return AbortJob("mismatched declaration of tensor '" + spec.name() + "': " + Describe(sender) + " declared " +
+                        DescribeSpec(spec) + ", but " + Describe(*t.declared_by.begin()) + " declared " +
+                        DescribeSpec(t.spec),
+                    sender);
+  }
+  t.declared_by.insert(sender);
+  if (t.declared_by.size() < static_cast<size_t>(settings_.num_workers)) return;
+  for (int32_t id : t.declared_by) {
+    Message reply = MakeMessage(proto::DECLARE_REPLY, kSchedulerId);
+    proto::DeclareReply* body = reply.header.mutable_declare_reply();
+    body->set_tensor_id(t.id);
+    for (const auto& c : t.chunks) *body->add_chunks() = c;
+    body->set_name(spec.name());
+    SendTo(id, std::move(reply));
+  }
+}
+
+void Scheduler::OnFinish(const Message& m) {
+  auto it = nodes_.find(m.header.sender());
+  if (it == nodes_.end()) return;
+  it->second.finished = true;
+  SYNCLINE_LOG_INFO("{} finished", Describe(it->first));
+  bool workers_done = true, all_done = true;
+  for (auto& [id, n] : nodes_) {
+    if (!n.finished) all_done = false;
+    if (n.info.role() == proto::WORKER && !n.finished) workers_done = false;
+  }
+  if (workers_done && !shutdown_sent_) {
+    shutdown_sent_ = true;
+    for (auto& [id, n] : nodes_)
+      if (n.info.role() == proto::SERVER) SendTo(id, MakeMessage(proto::SHUTDOWN, kSchedulerId));
+  }
+  if (all_done && published_) {
+    outcome_ = Status::Ok();
+    done_cv_.notify_all();
+  }
+}
+
+void Scheduler::CheckHeartbeats() {
+  const auto now = Clock::now();
+  for (auto& [id, n] : nodes_) {
+    if (n.finished) continue;
+    const auto silent = std::chrono::duration_cast<Millis>(now - n.last_seen).count();
+    if (silent > settings_.heartbeat_timeout_ms)
+      return AbortJob(Describe(id) + " sent no heartbeat for " + std::to_string(silent) + " ms and is presumed dead",
+                      id);
+  }
+}
+
+void Scheduler::AbortJob(const std::string& reason, int32_t culprit) {
+  if (outcome_) return;
+  SYNCLINE_LOG_ERROR("aborting the job: {}", reason);
+  for (auto& [id, n] : nodes_) {
+    if (n.finished) continue;  // the culprit too: it may be alive and waiting
+    Message m = MakeMessage(proto::ABORT, kSchedulerId);
+    m.header.mutable_abort()->set_reason(reason);
+    m.header.mutable_abort()->set_culprit(culprit);
+    SendTo(id, std::move(m));
+  }
+  outcome_ = Aborted(reason);
+  done_cv_.notify_all();
+}
+
+void Scheduler::SendTo(int32_t id, Message m) {
+  Status st = endpoint_->Send(id, std::move(m), Deadline::After(kSendDeadline));
+  if (!st.ok()) SYNCLINE_LOG_WARN("send to {} failed: {}", Describe(id), st.message());
+}
+
+std::string Scheduler::Describe(int32_t id) const {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return "node " + std::to_string(id);
+  const proto::NodeInfo& n = it->second.info;
+  std::string role = n.role() == proto::WORKER ? "worker" : "server";
+  std::string rank = published_ ? " " + std::to_string(n.rank()) : "";
+  return role + rank + " (node " + std::to_string(id) + " at " + n.address() +
+         (n.hostname().empty() ? "" : " on " + n.hostname()) + ")";
+}
+
+size_t Scheduler::CountRole(proto::Role role) const {
+  return std::count_if(nodes_.begin(), nodes_.end(), [&](const auto& kv) { return kv.second.info.role() == role; });
+}
+
+}  // namespace syncline

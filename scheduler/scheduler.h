@@ -1,0 +1,78 @@
+// Scheduler: the control plane of one job (the syncline-scheduler role).
+// Rendezvous of N workers and M servers (ids, ranks, address book), barriers,
+// tensor declarations and key placement, heartbeats and failure detection,
+// job-wide abort carrying a reason, and a clean end once every node finished.
+//
+// Thread-safety: the endpoint's I/O thread delivers messages while Run()
+// watches the clock; all state is guarded by one mutex.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "common/settings.h"
+#include "scheduler/placement.h"
+#include "transport/transport.h"
+
+namespace syncline {
+
+class Scheduler {
+ public:
+  Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint);
+  ~Scheduler();
+
+  // Binds the scheduler's address; returns the concrete address.
+  Result<std::string> Listen(const std::string& address);
+  // Runs the job to its end: OK once every node finished, Aborted with the
+  // reason if a node died, misbehaved or asked to abort, DeadlineExceeded if
+  // the nodes did not all register within the startup timeout.
+  Status Run();
+  // Ends Run() with an abort (e.g. on SIGTERM).
+  void RequestAbort(const std::string& reason);
+
+ private:
+  struct Node {
+    proto::NodeInfo info;
+    Clock::time_point last_seen;
+    bool finished = false;
+  };
+  struct TensorEntry {
+    proto::TensorSpec spec;
+    uint32_t id = 0;
+    std::set<int32_t> declared_by;  // worker node ids
+    std::vector<proto::ChunkPlacement> chunks;
+  };
+
+  void Handle(Message&& message);
+  void OnRegister(const Message& m);
+  void OnBarrier(const Message& m);
+  void OnDeclare(const Message& m);
+  void OnFinish(const Message& m);
+  void AssignRanksAndPublish();
+  void CheckHeartbeats();
+  void AbortJob(const std::string& reason, int32_t culprit);
+  void SendTo(int32_t id, Message m);
+  std::string Describe(int32_t id) const;
+  size_t CountRole(proto::Role role) const;
+
+  const Settings settings_;
+  std::unique_ptr<Endpoint> endpoint_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  std::optional<Status> outcome_;      // GUARDED_BY(mu_): set once the job ended
+  std::map<int32_t, Node> nodes_;      // GUARDED_BY(mu_)
+  int32_t next_id_ = 1;                // GUARDED_BY(mu_)
+  bool published_ = false;             // GUARDED_BY(mu_): address book sent
+  std::map<std::pair<int, uint64_t>, std::set<int32_t>> barriers_;  // GUARDED_BY(mu_)
+  std::map<std::string, TensorEntry> tensors_;                      // GUARDED_BY(mu_)
+  uint32_t next_tensor_id_ = 0;                                     // GUARDED_BY(mu_)
+  std::unique_ptr<KeyPlacement> placement_;                         // GUARDED_BY(mu_)
+  bool shutdown_sent_ = false;                                      // GUARDED_BY(mu_)
+};
+
+}  // namespace syncline

@@ -1,0 +1,203 @@
+#include "server/key_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/logging.h"
+#include "transport/wire.h"
+
+namespace syncline {
+
+Reply ErrorReply(const Message& request, const std::string& why) {
+  Message m = MakeMessage(proto::ERROR, -1);
+  m.header.set_key(request.header.key());
+  m.header.set_round(request.header.round());
+  m.header.set_request_id(request.header.request_id());
+  m.header.mutable_error()->set_message(why);
+  SYNCLINE_LOG_WARN("rejecting {} of key {} from node {}: {}", proto::Op_Name(request.header.op()),
+                    request.header.key(), request.header.sender(), why);
+  return Reply{request.header.sender(), std::move(m)};
+}
+
+KeyStore::KeyStore(KeyStoreOptions options, SummationEngine* engine, BufferPool* pool)
+    : options_(options), engine_(engine), pool_(pool) {}
+
+KeyStore::~KeyStore() = default;
+
+size_t KeyStore::num_keys() const {
+  std::lock_guard<std::mutex> lock(map_mu_);
+  return keys_.size();
+}
+
+Message KeyStore::ReplyTo(const Message& request, proto::Op op) const {
+  Message m = MakeMessage(op, -1);
+  m.header.set_key(request.header.key());
+  m.header.set_round(request.header.round());
+  m.header.set_dtype(request.header.dtype());
+  m.header.set_request_id(request.header.request_id());
+  return m;
+}
+
+KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out) {
+  const DType dtype = DTypeFromWire(m.header.dtype()).value();  // validated on receipt
+  const bool is_push = m.header.op() == proto::PUSH;
+  KeyState* state;
+  {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    auto& slot = keys_[m.header.key()];
+    if (!slot) {
+      // A pull may overtake the first push of a key: its size is then
+      // learned from that push.
+      slot = std::make_unique<KeyState>();
+      slot->id = m.header.key();
+      slot->dtype = dtype;
+    }
+    state = slot.get();
+  }
+  if (state->bytes == 0 && is_push) state->bytes = m.header.byte_length();
+  if (state->dtype != dtype) {
+    out->push_back(ErrorReply(m, std::string("key holds ") + DTypeName(state->dtype) + " but this " +
+                                     proto::Op_Name(m.header.op()) + " is " + DTypeName(dtype)));
+    return nullptr;
+  }
+  if (is_push && m.header.byte_length() != state->bytes) {
+    out->push_back(ErrorReply(m, "push of " + std::to_string(m.header.byte_length()) + " bytes to a key of " +
+                                     std::to_string(state->bytes) + " bytes"));
+    return nullptr;
+  }
+  return state;
+}
+
+void KeyStore::Push(const Message& push, int rank, std::vector<Reply>* out) {
+  if (rank < 0 || rank >= options_.num_workers) {
+    out->push_back(ErrorReply(push, "sender is not a worker of this job"));
+    return;
+  }
+  if (push.payloads.size() != 1 || push.payloads.front().empty()) {
+    out->push_back(ErrorReply(push, "a push carries exactly one non-empty payload frame"));
+    return;
+  }
+  KeyState* key = StateFor(push, out);
+  if (key == nullptr) return;
+  if (options_.async) return PushAsync(*key, push, out);
+  PushSync(*key, push, rank, out);
+}
+
+void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vector<Reply>* out) {
+  const uint64_t number = push.header.round();
+  if (number < key.rounds_served_below) {
+    out->push_back(ErrorReply(push, "round " + std::to_string(number) + " is already over"));
+    return;
+  }
+  Round& round = key.rounds[number];
+  if (round.pushed.empty()) round.pushed.assign(options_.num_workers, false);
+  if (round.complete || round.pushed[rank]) {
+    out->push_back(ErrorReply(push, "worker rank " + std::to_string(rank) + " already pushed round " +
+                                        std::to_string(number)));
+    return;
+  }
+  round.pushed[rank] = true;
+  round.average = round.average || (push.header.flags() & proto::FLAG_AVERAGE);
+  const Buffer& payload = push.payloads.front();
+  const size_t elements = key.bytes / DTypeSize(key.dtype);
+  if (options_.deterministic) {
+    if (round.by_rank.empty()) round.by_rank.resize(options_.num_workers);
+    round.by_rank[rank] = payload;  // keeps the received frame alive, no copy
+  } else if (round.pushes == 0) {
+    round.sum = pool_->Get(key.bytes);
+    std::memcpy(round.sum.mutable_data(), payload.data(), key.bytes);
+  } else {
+    engine_->SumInto(key.dtype, round.sum.mutable_data(), payload.data(), elements);
+  }
+  ++round.pushes;
+  if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
+    round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id()});
+  else
+    out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
+  if (round.pushes < options_.num_workers) return;
+  Complete(key, round);
+  std::vector<Waiter> waiting = std::move(round.waiting);
+  for (const Waiter& w : waiting) {
+    // Answer erases the round after its last pull; stop touching it then.
+    auto it = key.rounds.find(number);
+    if (it == key.rounds.end()) break;
+    Answer(key, number, it->second, w, out);
+  }
+}
+
+void KeyStore::Complete(KeyState& key, Round& round) {
+  const size_t elements = key.bytes / DTypeSize(key.dtype);
+  if (options_.deterministic) {
+    round.sum = pool_->Get(key.bytes);
+    std::memcpy(round.sum.mutable_data(), round.by_rank[0].data(), key.bytes);
+    for (int r = 1; r < options_.num_workers; ++r)
+      engine_->SumInto(key.dtype, round.sum.mutable_data(), round.by_rank[r].data(), elements);
+    round.by_rank.clear();
+  }
+  if (round.average && options_.num_workers > 1)
+    engine_->Scale(key.dtype, round.sum.mutable_data(), elements, 1.0 / options_.num_workers);
+  round.complete = true;
+}
+
+void KeyStore::Answer(KeyState& key, uint64_t number, Round& round, const Waiter& w, std::vector<Reply>* out) {
+  Message reply = MakeMessage(proto::PULL_REPLY, -1);
+  reply.header.set_key(key.id);
+  reply.header.set_round(number);
+  reply.header.set_dtype(DTypeToWire(key.dtype));
+  reply.header.set_request_id(w.request_id);
+  reply.header.set_byte_length(round.sum.size());
+  reply.payloads.push_back(round.sum);  // shared, not copied; back to the pool when sent
+  out->push_back(Reply{w.to, std::move(reply)});
+  if (++round.pulls_answered == options_.num_workers) {
+    key.rounds.erase(number);
+    key.rounds_served_below = std::max(key.rounds_served_below, number + 1);
+  }
+}
+
+void KeyStore::PushAsync(KeyState& key, const Message& push, std::vector<Reply>* out) {
+  const Buffer& payload = push.payloads.front();
+  if (key.value.empty()) {
+    key.value = pool_->Get(key.bytes);
+    std::memset(key.value.mutable_data(), 0, key.bytes);
+  }
+  engine_->SumInto(key.dtype, key.value.mutable_data(), payload.data(), key.bytes / DTypeSize(key.dtype));
+  if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH) {
+    Message reply = ReplyTo(push, proto::PULL_REPLY);
+    reply.header.set_byte_length(key.bytes);
+    reply.payloads.push_back(Buffer::Copy(key.value.data(), key.bytes));  // later pushes change the value
+    out->push_back(Reply{push.header.sender(), std::move(reply)});
+  } else {
+    out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
+  }
+}
+
+void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
+  if (rank < 0 || rank >= options_.num_workers) {
+    out->push_back(ErrorReply(pull, "sender is not a worker of this job"));
+    return;
+  }
+  KeyState* key = StateFor(pull, out);
+  if (key == nullptr) return;
+  const Waiter w{pull.header.sender(), pull.header.request_id()};
+  if (options_.async) {
+    Message reply = ReplyTo(pull, proto::PULL_REPLY);
+    Buffer value = key->value.empty() ? Buffer::Zeros(key->bytes) : Buffer::Copy(key->value.data(), key->bytes);
+    reply.header.set_byte_length(value.size());
+    reply.payloads.push_back(std::move(value));
+    out->push_back(Reply{w.to, std::move(reply)});
+    return;
+  }
+  const uint64_t number = pull.header.round();
+  if (number < key->rounds_served_below) {
+    out->push_back(ErrorReply(pull, "round " + std::to_string(number) + " is already over"));
+    return;
+  }
+  Round& round = key->rounds[number];
+  if (round.pushed.empty()) round.pushed.assign(options_.num_workers, false);
+  if (round.complete)
+    Answer(*key, number, round, w, out);
+  else
+    round.waiting.push_back(w);
+}
+
+}  // namespace syncline

@@ -1,0 +1,94 @@
+// KeyStore: a server's keys and their round bookkeeping, without any I/O.
+// Sync mode: the pushes of round r for a key are summed into one pooled
+// buffer (in arrival order, or in worker-rank order once all are in when
+// deterministic); when all N workers have pushed, the round is complete and
+// its pulls are answered; the buffer returns to the pool once every worker
+// pulled it. Async mode: every push is added to the key's value at once and
+// a pull returns the latest value.
+//
+// Thread-safety: calls for one key must not run concurrently (the server
+// runs each key on one SerialLanes lane); calls for different keys may.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/dtype.h"
+#include "summation/engine.h"
+#include "transport/transport.h"
+
+namespace syncline {
+
+struct KeyStoreOptions {
+  int num_workers = 1;
+  bool async = false;
+  bool deterministic = false;
+};
+
+// A reply the server must send: `to` is the worker's node id.
+struct Reply {
+  int32_t to;
+  Message message;
+};
+
+class KeyStore {
+ public:
+  KeyStore(KeyStoreOptions options, SummationEngine* engine, BufferPool* pool);
+  ~KeyStore();
+
+  // `push`: a validated PUSH from the worker of rank `rank` (node id in the
+  // header's sender). Appends the replies it causes to `out`.
+  void Push(const Message& push, int rank, std::vector<Reply>* out);
+  // `pull`: a validated PULL; appends the reply if the round is complete.
+  void Pull(const Message& pull, int rank, std::vector<Reply>* out);
+
+  size_t num_keys() const;
+
+ private:
+  struct Waiter {
+    int32_t to;
+    uint64_t request_id;
+  };
+  struct Round {
+    Buffer sum;                       // valid once the first push is in (arrival order) or at completion
+    std::vector<Buffer> by_rank;      // deterministic mode: each worker's push until completion
+    std::vector<bool> pushed;         // by rank
+    int pushes = 0;
+    int pulls_answered = 0;
+    bool complete = false;
+    bool average = false;
+    std::vector<Waiter> waiting;      // pulls that came before completion
+  };
+  struct KeyState {
+    uint64_t id = 0;
+    DType dtype;
+    uint64_t rounds_served_below = 0;            // sync mode: rounds before this are over
+    size_t bytes = 0;
+    std::unordered_map<uint64_t, Round> rounds;  // sync mode: rounds in progress
+    Buffer value;                                // async mode: the running sum
+  };
+
+  // Finds or creates the key's state; an error reply if the message does not match it.
+  KeyState* StateFor(const Message& m, std::vector<Reply>* out);
+  void PushSync(KeyState& key, const Message& push, int rank, std::vector<Reply>* out);
+  void PushAsync(KeyState& key, const Message& push, std::vector<Reply>* out);
+  void Complete(KeyState& key, Round& round);
+  // Answers one pull of a complete round; drops the round once all workers have theirs.
+  void Answer(KeyState& key, uint64_t round_number, Round& round, const Waiter& w, std::vector<Reply>* out);
+  Message ReplyTo(const Message& request, proto::Op op) const;
+
+  const KeyStoreOptions options_;
+  SummationEngine* const engine_;
+  BufferPool* const pool_;
+  mutable std::mutex map_mu_;  // guards the map itself, not the states
+  std::unordered_map<uint64_t, std::unique_ptr<KeyState>> keys_;  // GUARDED_BY(map_mu_)
+};
+
+// An ERROR reply to `request` carrying `why`.
+Reply ErrorReply(const Message& request, const std::string& why);
+
+}  // namespace syncline

@@ -1,0 +1,109 @@
+#include "server/server.h"
+
+#include <thread>
+
+#include "common/logging.h"
+#include "transport/factory.h"
+
+namespace syncline {
+namespace {
+// A server waits for the job as long as it runs; heartbeats, not this
+// deadline, are what end a job whose peers died.
+constexpr auto kJobLifetime = std::chrono::hours(24 * 365);
+}  // namespace
+
+Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::string listen_address,
+               std::string scheduler_address)
+    : settings_(std::move(settings)),
+      endpoint_(std::move(endpoint)),
+      listen_address_(std::move(listen_address)),
+      client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address)),
+      engine_(settings_.sum_threads),
+      store_(KeyStoreOptions{settings_.num_workers, settings_.async, settings_.deterministic}, &engine_, &pool_),
+      lanes_(settings_.server_threads) {}
+
+Server::~Server() {
+  lanes_.Shutdown();
+  endpoint_->Close();
+}
+
+Status Server::Run() {
+  std::string want = listen_address_;
+  if (want.empty()) {
+    SYNCLINE_ASSIGN_OR_RETURN(want, ListenAddress(settings_.transport, settings_.host, settings_.port));
+  }
+  SYNCLINE_ASSIGN_OR_RETURN(std::string address,
+                            endpoint_->Listen(want, [this](Message&& m) { OnMessage(std::move(m)); }));
+  SYNCLINE_LOG_INFO("server listening at {}", address);
+  SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
+  for (const auto& w : client_.NodesOf(proto::WORKER)) {
+    SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(w.id(), w.address()));
+    worker_rank_[w.id()] = w.rank();
+  }
+  std::vector<std::shared_ptr<Message>> early;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    ready_ = true;
+    early.swap(pending_);
+  }
+  for (auto& m : early) Serve(m);
+  SYNCLINE_LOG_INFO("server {} serving {} workers ({} mode{})", client_.my_rank(), settings_.num_workers,
+                    settings_.async ? "async" : "sync", settings_.deterministic ? ", deterministic" : "");
+
+  Status st = client_.WaitForShutdown(Deadline::After(kJobLifetime));
+  if (!st.ok()) return st;
+  SYNCLINE_RETURN_IF_ERROR(lanes_.Drain(Deadline::AfterMs(settings_.request_timeout_ms)));
+  SYNCLINE_LOG_INFO("job done; served {} keys", store_.num_keys());
+  (void)client_.Finish();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let FINISH leave before the socket closes
+  return Status::Ok();
+}
+
+void Server::RequestStop(const std::string& reason) { client_.Abort(reason); }
+
+void Server::OnMessage(Message&& m) {
+  if (client_.Handle(m)) return;
+  const proto::Op op = m.header.op();
+  if (op != proto::PUSH && op != proto::PULL) {
+    SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(op), m.header.sender());
+    return;
+  }
+  auto shared = std::make_shared<Message>(std::move(m));
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    if (!ready_) {
+      pending_.push_back(std::move(shared));
+      return;
+    }
+  }
+  Serve(shared);
+}
+
+void Server::Serve(const std::shared_ptr<Message>& m) {
+  auto it = worker_rank_.find(m->header.sender());
+  if (it == worker_rank_.end()) {
+    SYNCLINE_LOG_WARN("ignoring {} from node {}: not a worker of this job", proto::Op_Name(m->header.op()),
+                      m->header.sender());
+    return;
+  }
+  const int rank = it->second;
+  Status st = lanes_.Submit(m->header.key(), [this, m, rank] {
+    std::vector<Reply> replies;
+    if (m->header.op() == proto::PUSH)
+      store_.Push(*m, rank, &replies);
+    else
+      store_.Pull(*m, rank, &replies);
+    SendReplies(replies);
+  });
+  if (!st.ok()) SYNCLINE_LOG_ERROR("cannot queue {}: {}", proto::Op_Name(m->header.op()), st.message());
+}
+
+void Server::SendReplies(std::vector<Reply>& replies) {
+  for (Reply& r : replies) {
+    r.message.header.set_sender(client_.my_id());
+    Status st = endpoint_->Send(r.to, std::move(r.message), Deadline::AfterMs(settings_.request_timeout_ms));
+    if (!st.ok()) SYNCLINE_LOG_WARN("reply to node {} failed: {}", r.to, st.message());
+  }
+}
+
+}  // namespace syncline

@@ -1,0 +1,61 @@
+// Server: the syncline-server role. Joins the job, then serves pushes and
+// pulls for the keys the scheduler placed on it until the scheduler says the
+// job is done (or aborts it). Summation runs on SerialLanes threads, one
+// lane per key, never on the network thread.
+//
+// Thread-safety: Run() is called once; RequestStop() from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/settings.h"
+#include "scheduler/client.h"
+#include "server/key_store.h"
+#include "summation/engine.h"
+#include "summation/lanes.h"
+#include "transport/transport.h"
+
+namespace syncline {
+
+class Server {
+ public:
+  // Empty addresses: derived from the settings (transport, host, port,
+  // scheduler host and port). Tests pass loopback addresses.
+  Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::string listen_address = "",
+         std::string scheduler_address = "");
+  ~Server();
+
+  // Listens, joins the job and serves until it ends: OK on the scheduler's
+  // shutdown, Aborted with the reason otherwise.
+  Status Run();
+  // Aborts the job (e.g. on SIGTERM); Run() returns soon after.
+  void RequestStop(const std::string& reason);
+
+  const KeyStore& key_store() const { return store_; }
+
+ private:
+  void OnMessage(Message&& m);
+  void Serve(const std::shared_ptr<Message>& m);
+  void SendReplies(std::vector<Reply>& replies);
+
+  const Settings settings_;
+  std::unique_ptr<Endpoint> endpoint_;
+  const std::string listen_address_;
+  SchedulerClient client_;
+  SummationEngine engine_;
+  BufferPool pool_;
+  KeyStore store_;
+  SerialLanes lanes_;
+
+  std::mutex pending_mu_;
+  bool ready_ = false;                                   // GUARDED_BY(pending_mu_)
+  std::vector<std::shared_ptr<Message>> pending_;        // GUARDED_BY(pending_mu_): data before the address book
+  std::unordered_map<int32_t, int> worker_rank_;         // written once before ready_, then read-only
+};
+
+}  // namespace syncline

@@ -1,0 +1,146 @@
+// InProcessJob: a whole Syncline job — scheduler, M servers, N workers — as
+// threads of one test process, over the in-process loopback network or over
+// ZeroMQ on 127.0.0.1. Tests drive the workers and can kill nodes.
+#pragma once
+
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/settings.h"
+#include "scheduler/scheduler.h"
+#include "server/server.h"
+#include "transport/factory.h"
+#include "transport/loopback/loopback_network.h"
+#include "worker/worker.h"
+
+namespace syncline::testing {
+
+class InProcessJob {
+ public:
+  struct Options {
+    int workers = 3;
+    int servers = 2;
+    std::string transport = "loopback";  // or "tcp", "ipc"
+    bool async = false;
+    bool deterministic = false;
+    uint64_t partition_bytes = 4096;
+    int heartbeat_interval_ms = 50;
+    int heartbeat_timeout_ms = 2000;
+    int request_timeout_ms = 20000;
+    int external_workers = 0;  // of `workers`, how many the test starts itself
+  };
+
+  explicit InProcessJob(Options options) : options_(std::move(options)) {}
+  ~InProcessJob() {
+    workers_.clear();
+    if (scheduler_) scheduler_->RequestAbort("test over");
+    for (auto& s : servers_) s->RequestStop("test over");
+    for (auto& t : threads_) t.join();
+  }
+
+  Settings BaseSettings(Role role) const {
+    Settings s;
+    s.role = role;
+    s.num_workers = options_.workers;
+    s.num_servers = options_.servers;
+    s.async = options_.async;
+    s.deterministic = options_.deterministic;
+    s.partition_bytes = options_.partition_bytes;
+    s.heartbeat_interval_ms = options_.heartbeat_interval_ms;
+    s.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
+    s.request_timeout_ms = options_.request_timeout_ms;
+    s.startup_timeout_ms = 20000;
+    s.job_token = "test-token";
+    s.server_threads = 2;
+    s.sum_threads = 1;
+    s.transport = options_.transport == "loopback" ? "tcp" : options_.transport;
+    return s;
+  }
+
+  // Starts the scheduler and servers, then creates the workers (which join concurrently).
+  Status Start() {
+    Settings sched = BaseSettings(Role::kScheduler);
+    scheduler_ = std::make_unique<Scheduler>(sched, NewEndpoint());
+    auto address = scheduler_->Listen(Address("scheduler"));
+    if (!address.ok()) return address.status();
+    scheduler_address_ = *address;
+    threads_.emplace_back([this] { scheduler_status_ = scheduler_->Run(); });
+    server_status_.resize(options_.servers);
+    for (int i = 0; i < options_.servers; ++i) {
+      servers_.push_back(std::make_unique<Server>(BaseSettings(Role::kServer), NewEndpoint(),
+                                                  Address("server-" + std::to_string(i)), scheduler_address_));
+      threads_.emplace_back([this, i] { server_status_[i] = servers_[i]->Run(); });
+    }
+    std::vector<std::future<Result<std::unique_ptr<Worker>>>> joining;
+    for (int r = options_.external_workers; r < options_.workers; ++r) {
+      joining.push_back(std::async(std::launch::async, [this, r] {
+        Settings s = BaseSettings(Role::kWorker);
+        s.worker_rank = r;
+        return Worker::Create(s, NewEndpoint(), Address("worker-" + std::to_string(r)), scheduler_address_);
+      }));
+    }
+    Status first_error;
+    for (auto& j : joining) {
+      auto w = j.get();
+      if (!w.ok() && first_error.ok()) first_error = w.status();
+      workers_.push_back(w.ok() ? std::move(w).value() : nullptr);
+    }
+    return first_error;
+  }
+
+  Worker& worker(int rank) { return *workers_[rank - options_.external_workers]; }
+  const std::string& scheduler_address() const { return scheduler_address_; }
+  int num_workers() const { return options_.workers; }
+  LoopbackNetwork& network() { return network_; }
+
+  // Shuts every worker down and waits for the scheduler and servers to end.
+  Status Finish() {
+    std::vector<std::future<Status>> done;
+    for (auto& w : workers_)
+      if (w) done.push_back(std::async(std::launch::async, [&w] { return w->Shutdown(); }));
+    Status result;
+    for (auto& d : done) {
+      Status st = d.get();
+      if (!st.ok() && result.ok()) result = st;
+    }
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    if (result.ok()) result = scheduler_status_;
+    for (auto& st : server_status_)
+      if (result.ok()) result = st;
+    return result;
+  }
+
+  // Joins the scheduler and server threads (after an abort, say).
+  void JoinAll() {
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  Status scheduler_status() const { return scheduler_status_; }
+  Status server_status(int i) const { return server_status_[i]; }
+
+ private:
+  std::unique_ptr<Endpoint> NewEndpoint() {
+    if (options_.transport == "loopback") return network_.CreateEndpoint();
+    return std::move(CreateEndpoint(options_.transport).value());
+  }
+  std::string Address(const std::string& name) {
+    if (options_.transport == "loopback") return "loop://" + name;
+    return ListenAddress(options_.transport, "127.0.0.1", 0).value();
+  }
+
+  Options options_;
+  LoopbackNetwork network_;
+  std::string scheduler_address_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> threads_;
+  Status scheduler_status_;
+  std::vector<Status> server_status_;
+};
+
+}  // namespace syncline::testing

@@ -1,0 +1,58 @@
+// The C API end to end: a worker made by syncline_init from environment
+// variables joins a real (in-process, TCP) scheduler and server.
+#include "worker/c_api.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/unit/testing/in_process_job.h"
+
+namespace syncline {
+namespace {
+
+TEST(CApi, InitDeclarePushPullShutdown) {
+  testing::InProcessJob::Options o;
+  o.transport = "tcp";
+  o.workers = 1;
+  o.servers = 1;
+  o.external_workers = 1;
+  testing::InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  const std::string address = job.scheduler_address();  // tcp://127.0.0.1:PORT
+  const std::string port = address.substr(address.rfind(':') + 1);
+  setenv("DMLC_ROLE", "worker", 1);  // BytePS spelling on purpose
+  setenv("DMLC_NUM_WORKER", "1", 1);
+  setenv("DMLC_NUM_SERVER", "1", 1);
+  setenv("DMLC_PS_ROOT_URI", "127.0.0.1", 1);
+  setenv("DMLC_PS_ROOT_PORT", port.c_str(), 1);
+  setenv("SYNCLINE_JOB_TOKEN", "test-token", 1);
+  setenv("BYTEPS_PARTITION_BYTES", "1024", 1);
+
+  syncline_worker* w = nullptr;
+  ASSERT_EQ(0, syncline_init(&w)) << syncline_last_error();
+  EXPECT_EQ(0, syncline_rank(w));
+  EXPECT_EQ(1, syncline_size(w));
+
+  uint32_t id = 0;
+  EXPECT_NE(0, syncline_declare(w, "bad", 42, 10, &id));
+  EXPECT_NE(std::string(syncline_last_error()).find("dtype"), std::string::npos) << syncline_last_error();
+
+  ASSERT_EQ(0, syncline_declare(w, "x", SYNCLINE_FLOAT64, 1000, &id)) << syncline_last_error();
+  std::vector<double> x(1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
+  syncline_op* op = nullptr;
+  ASSERT_EQ(0, syncline_push_pull_async(w, id, x.data(), 0, &op)) << syncline_last_error();
+  ASSERT_EQ(0, syncline_wait(op, 10000)) << syncline_last_error();
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], static_cast<double>(i));
+  EXPECT_NE(0, syncline_push_pull_async(w, 99, x.data(), 0, &op));
+  EXPECT_NE(std::string(syncline_last_error()).find("not declared"), std::string::npos);
+  EXPECT_EQ(0, syncline_barrier(w)) << syncline_last_error();
+  EXPECT_EQ(0, syncline_shutdown(w)) << syncline_last_error();
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+}  // namespace
+}  // namespace syncline

@@ -1,0 +1,222 @@
+// A whole job in one process: scheduler, servers and workers as threads,
+// over the loopback network and over ZeroMQ (tcp, ipc). Asserts exact sums.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <future>
+#include <random>
+
+#include "summation/half.h"
+#include "tests/unit/testing/in_process_job.h"
+
+namespace syncline {
+namespace {
+
+using testing::InProcessJob;
+
+// Small integers: exact in every dtype, and so are their sums over a few workers.
+double Value(int rank, uint64_t round, size_t i) { return static_cast<double>((rank * 7 + round * 3 + i) % 13) - 4; }
+
+std::vector<uint8_t> Fill(DType t, size_t n, int rank, uint64_t round) {
+  std::vector<uint8_t> out(n * DTypeSize(t));
+  for (size_t i = 0; i < n; ++i) {
+    double v = Value(rank, round, i);
+    switch (t) {
+      case DType::kFloat32: reinterpret_cast<float*>(out.data())[i] = static_cast<float>(v); break;
+      case DType::kFloat64: reinterpret_cast<double*>(out.data())[i] = v; break;
+      case DType::kFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToHalf(static_cast<float>(v)); break;
+      case DType::kBFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToBf16(static_cast<float>(v)); break;
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> ExpectedSum(DType t, size_t n, int workers, uint64_t round) {
+  std::vector<uint8_t> out(n * DTypeSize(t));
+  for (size_t i = 0; i < n; ++i) {
+    double v = 0;
+    for (int r = 0; r < workers; ++r) v += Value(r, round, i);
+    switch (t) {
+      case DType::kFloat32: reinterpret_cast<float*>(out.data())[i] = static_cast<float>(v); break;
+      case DType::kFloat64: reinterpret_cast<double*>(out.data())[i] = v; break;
+      case DType::kFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToHalf(static_cast<float>(v)); break;
+      case DType::kBFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToBf16(static_cast<float>(v)); break;
+    }
+  }
+  return out;
+}
+
+// Runs `body(rank)` on every worker at once and returns their statuses.
+std::vector<Status> OnAllWorkers(InProcessJob& job, const std::function<Status(int)>& body) {
+  std::vector<std::future<Status>> futures;
+  for (int r = 0; r < job.num_workers(); ++r) futures.push_back(std::async(std::launch::async, body, r));
+  std::vector<Status> out;
+  for (auto& f : futures) out.push_back(f.get());
+  return out;
+}
+
+void ExpectAllOk(const std::vector<Status>& statuses) {
+  for (size_t i = 0; i < statuses.size(); ++i) EXPECT_TRUE(statuses[i].ok()) << "worker " << i << ": " << statuses[i].ToString();
+}
+
+class WorkerJobTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WorkerJobTest, PushPullSumsExactlyForEveryDtypeAndSize) {
+  InProcessJob::Options o;
+  o.transport = GetParam();
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  struct Spec { std::string name; DType dtype; size_t n; };
+  const std::vector<Spec> specs = {{"one", DType::kFloat32, 1},        {"f32", DType::kFloat32, 5000},
+                                   {"f64", DType::kFloat64, 777},      {"f16", DType::kFloat16, 4099},
+                                   {"bf16", DType::kBFloat16, 3000},   {"empty", DType::kFloat32, 0}};
+  constexpr int kRounds = 6;
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    std::vector<TensorId> ids;
+    for (const auto& s : specs) {
+      SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare(s.name, s.dtype, s.n));
+      ids.push_back(id);
+    }
+    for (uint64_t round = 0; round < kRounds; ++round) {
+      std::vector<std::vector<uint8_t>> data;
+      std::vector<OpHandle> handles;
+      for (size_t t = 0; t < specs.size(); ++t) data.push_back(Fill(specs[t].dtype, specs[t].n, rank, round));
+      for (size_t t = 0; t < specs.size(); ++t) {
+        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(ids[t], data[t].data(), false));
+        handles.push_back(h);
+      }
+      for (size_t t = 0; t < specs.size(); ++t) {
+        SYNCLINE_RETURN_IF_ERROR(handles[t].Wait(Deadline::AfterMs(20000)));
+        if (data[t] != ExpectedSum(specs[t].dtype, specs[t].n, job.num_workers(), round))
+          return Internal("wrong sum for " + specs[t].name + " in round " + std::to_string(round));
+      }
+    }
+    return Status::Ok();
+  }));
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+TEST_P(WorkerJobTest, AverageAndBroadcast) {
+  InProcessJob::Options o;
+  o.transport = GetParam();
+  o.workers = 2;  // dividing by 2 is exact
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("g", DType::kFloat32, 3000));
+    std::vector<float> g(3000, static_cast<float>(rank == 0 ? 1 : 3));
+    SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, g.data(), /*average=*/true));
+    SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(20000)));
+    for (float v : g)
+      if (v != 2.0f) return Internal("average is " + std::to_string(v));
+    std::vector<float> params(3000, static_cast<float>(rank + 10));
+    SYNCLINE_RETURN_IF_ERROR(w.Broadcast(id, params.data(), /*root=*/1));
+    for (float v : params)
+      if (v != 11.0f) return Internal("broadcast gave " + std::to_string(v));
+    return w.Barrier();
+  }));
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, WorkerJobTest, ::testing::Values("loopback", "tcp", "ipc"));
+
+TEST(WorkerJob, DeterministicModeIsBitIdenticalAcrossRuns) {
+  auto run = [] {
+    InProcessJob::Options o;
+    o.deterministic = true;
+    o.workers = 4;
+    InProcessJob job(o);
+    EXPECT_TRUE(job.Start().ok());
+    std::vector<std::vector<float>> results(4);
+    ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+      Worker& w = job.worker(rank);
+      SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("noise", DType::kFloat32, 10000));
+      std::mt19937 gen(1234 + rank);
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> x(10000);
+      for (float& v : x) v = dist(gen) * 1e-3f + dist(gen);  // sums that depend on the order of addition
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), false));
+      SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(20000)));
+      results[rank] = x;
+      return Status::Ok();
+    }));
+    EXPECT_TRUE(job.Finish().ok());
+    for (int r = 1; r < 4; ++r) EXPECT_EQ(0, std::memcmp(results[0].data(), results[r].data(), 40000));
+    return results[0];
+  };
+  std::vector<float> first = run(), second = run();
+  ASSERT_EQ(first.size(), second.size());
+  EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * sizeof(float)));
+}
+
+TEST(WorkerJob, AsyncModeAppliesEveryPush) {
+  InProcessJob::Options o;
+  o.async = true;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  constexpr int kPushes = 5;
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("delta", DType::kFloat64, 2000));
+    for (int i = 0; i < kPushes; ++i) {
+      std::vector<double> d(2000, rank + 1.0);
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, d.data(), false));
+      SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(20000)));
+    }
+    SYNCLINE_RETURN_IF_ERROR(w.Barrier());
+    std::vector<double> zero(2000, 0.0);
+    SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, zero.data(), false));
+    SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(20000)));
+    const double expected = kPushes * (1 + 2 + 3);
+    for (double v : zero)
+      if (v != expected) return Internal("async value " + std::to_string(v) + ", expected " + std::to_string(expected));
+    return Status::Ok();
+  }));
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+TEST(WorkerJob, MismatchedDeclarationIsAnErrorNamingTheTensor) {
+  InProcessJob::Options o;
+  o.workers = 2;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    return job.worker(rank).Declare("conv1.weight", rank == 0 ? DType::kFloat32 : DType::kFloat16, 100).status();
+  });
+  for (const Status& st : statuses) {
+    EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+    EXPECT_NE(st.message().find("conv1.weight"), std::string::npos) << st.message();
+  }
+  job.JoinAll();
+  EXPECT_NE(job.scheduler_status().message().find("mismatched declaration of tensor 'conv1.weight'"),
+            std::string::npos)
+      << job.scheduler_status().ToString();
+}
+
+TEST(WorkerJob, DeadServerFailsPendingOpsWithItsName) {
+  InProcessJob::Options o;
+  o.workers = 2;
+  o.servers = 2;
+  o.heartbeat_timeout_ms = 500;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  job.network().Isolate("loop://server-1");
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("t", DType::kFloat32, 4096));  // 4 chunks: both servers
+    std::vector<float> x(4096, 1.0f);
+    SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), false));
+    return h.Wait(Deadline::AfterMs(20000));
+  });
+  for (const Status& st : statuses) {
+    EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+    EXPECT_NE(st.message().find("loop://server-1"), std::string::npos) << st.message();
+  }
+  job.JoinAll();
+  EXPECT_EQ(job.scheduler_status().code(), StatusCode::kAborted);
+}
+
+}  // namespace
+}  // namespace syncline

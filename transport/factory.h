@@ -1,0 +1,17 @@
+// Picks the Endpoint backend and listen address for a transport setting
+// ("tcp" or "ipc"), so nodes need not know the backends.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace syncline {
+
+Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport);
+// Where a node using `transport` should listen: "tcp://host:port" (port 0 =
+// any), or a fresh ipc:// path unique to this process.
+Result<std::string> ListenAddress(const std::string& transport, const std::string& host, int port);
+
+}  // namespace syncline

@@ -1,0 +1,73 @@
+#include "transport/wire.h"
+
+#include "common/dtype.h"
+
+namespace syncline {
+
+std::string EncodeHeader(const proto::Header& header) { return header.SerializeAsString(); }
+
+uint64_t PayloadBytes(const Message& message) {
+  uint64_t total = 0;
+  for (const Buffer& b : message.payloads) total += b.size();
+  return total;
+}
+
+namespace {
+
+bool IsDataOp(proto::Op op) {
+  return op == proto::PUSH || op == proto::PUSH_ACK || op == proto::PULL || op == proto::PULL_REPLY;
+}
+
+bool CarriesPayload(proto::Op op) { return op == proto::PUSH || op == proto::PULL_REPLY; }
+
+// The body a control op must carry, or 0 if none is required.
+proto::Header::BodyCase RequiredBody(proto::Op op) {
+  switch (op) {
+    case proto::REGISTER: return proto::Header::kRegisterBody;
+    case proto::ADDRESS_BOOK: return proto::Header::kAddressBook;
+    case proto::BARRIER:
+    case proto::BARRIER_RELEASE: return proto::Header::kBarrier;
+    case proto::ABORT: return proto::Header::kAbort;
+    case proto::DECLARE: return proto::Header::kDeclare;
+    case proto::DECLARE_REPLY: return proto::Header::kDeclareReply;
+    case proto::ERROR: return proto::Header::kError;
+    default: return proto::Header::BODY_NOT_SET;
+  }
+}
+
+}  // namespace
+
+Status ValidateMessage(const Message& m) {
+  const proto::Header& h = m.header;
+  if (!proto::Op_IsValid(h.op()) || h.op() == proto::OP_UNKNOWN)
+    return InvalidArgument("unknown op " + std::to_string(h.op()));
+  const uint64_t bytes = PayloadBytes(m);
+  if (h.byte_length() != bytes)
+    return InvalidArgument("header says " + std::to_string(h.byte_length()) + " payload bytes, frames hold " +
+                           std::to_string(bytes));
+  if (!CarriesPayload(h.op()) && bytes != 0)
+    return InvalidArgument(proto::Op_Name(h.op()) + " must not carry a payload");
+  if (IsDataOp(h.op())) {
+    auto dtype = DTypeFromWire(h.dtype());
+    if (!dtype.ok()) return dtype.status().WithContext(proto::Op_Name(h.op()));
+    if (bytes % DTypeSize(*dtype) != 0)
+      return InvalidArgument(proto::Op_Name(h.op()) + " payload of " + std::to_string(bytes) +
+                             " bytes is not a whole number of " + DTypeName(*dtype) + " elements");
+  }
+  if (auto body = RequiredBody(h.op()); body != proto::Header::BODY_NOT_SET && h.body_case() != body)
+    return InvalidArgument(proto::Op_Name(h.op()) + " lacks its body");
+  return Status::Ok();
+}
+
+Result<Message> DecodeMessage(const void* header_bytes, size_t header_size, std::vector<Buffer> payloads) {
+  if (header_size > kMaxHeaderBytes)
+    return InvalidArgument("header frame of " + std::to_string(header_size) + " bytes exceeds the limit");
+  Message m;
+  if (!m.header.ParseFromArray(header_bytes, static_cast<int>(header_size)))
+    return InvalidArgument("header frame of " + std::to_string(header_size) + " bytes is not a valid header");
+  m.payloads = std::move(payloads);
+  SYNCLINE_RETURN_IF_ERROR(ValidateMessage(m));
+  return m;
+}
+
+}  // namespace syncline

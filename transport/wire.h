@@ -1,0 +1,38 @@
+// Wire encoding shared by the backends: the header frame's bytes, and the
+// validation every received message passes before a Receiver sees it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/status.h"
+#include "transport/transport.h"
+
+namespace syncline {
+
+// Largest header frame accepted; headers carry at most an address book.
+constexpr size_t kMaxHeaderBytes = 1 << 20;
+
+std::string EncodeHeader(const proto::Header& header);
+
+// Parses a header frame and checks the message is well-formed: a known op,
+// byte_length equal to the payload frames' total, a valid dtype and
+// dtype-aligned length on data ops, and the body each control op needs.
+Result<Message> DecodeMessage(const void* header_bytes, size_t header_size, std::vector<Buffer> payloads);
+Status ValidateMessage(const Message& message);
+
+// Totals the payload sizes of `message` (what header.byte_length must equal).
+uint64_t PayloadBytes(const Message& message);
+
+}  // namespace syncline
+
+namespace syncline {
+// A message with only `op` and `sender` set, ready for a body.
+inline Message MakeMessage(proto::Op op, int32_t sender) {
+  Message m;
+  m.header.set_op(op);
+  m.header.set_sender(sender);
+  return m;
+}
+}  // namespace syncline

@@ -1,0 +1,199 @@
+#include "transport/zmq/zmq_endpoint.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/logging.h"
+#include "transport/wire.h"
+
+namespace syncline {
+namespace {
+
+void ReleaseOwner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
+
+// "tcp://host:0" -> "tcp://host:*" (ZeroMQ's spelling of "any free port").
+std::string BindSpelling(const std::string& address) {
+  if (address.rfind("tcp://", 0) == 0 && address.size() > 2 && address.compare(address.size() - 2, 2, ":0") == 0)
+    return address.substr(0, address.size() - 1) + "*";
+  return address;
+}
+
+class ZmqEndpoint : public Endpoint {
+ public:
+  explicit ZmqEndpoint(const ZmqOptions& options) : options_(options), context_(options.io_threads) {
+    context_.set(zmq::ctxopt::blocky, false);  // sockets closing never wait for unsent data
+  }
+  ~ZmqEndpoint() override { Close(); }
+
+  Result<std::string> Listen(const std::string& address, Receiver receiver) override {
+    if (address.rfind("tcp://", 0) != 0 && address.rfind("ipc://", 0) != 0)
+      return InvalidArgument("zmq address must start with tcp:// or ipc://: " + address);
+    router_ = zmq::socket_t(context_, zmq::socket_type::router);
+    router_.set(zmq::sockopt::linger, 0);
+    router_.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
+    router_.set(zmq::sockopt::rcvhwm, 0);
+    try {
+      router_.bind(BindSpelling(address));
+    } catch (const zmq::error_t& e) {
+      router_.close();
+      if (e.num() == EADDRINUSE) return Unavailable("address " + address + " is already in use");
+      return Unavailable("cannot listen on " + address + ": " + e.what());
+    }
+    address_ = router_.get(zmq::sockopt::last_endpoint);
+    receiver_ = std::move(receiver);
+    thread_ = std::thread([this] { Run(); });
+    return address_;
+  }
+
+  Status Connect(PeerId peer, const std::string& address) override {
+    auto p = std::make_shared<Peer>();
+    try {
+      p->socket = zmq::socket_t(context_, zmq::socket_type::dealer);
+      p->socket.set(zmq::sockopt::linger, 0);
+      p->socket.set(zmq::sockopt::sndhwm, options_.send_queue_messages);
+      p->socket.connect(address);
+    } catch (const zmq::error_t& e) {
+      return Unavailable("cannot connect to " + address + ": " + e.what());
+    }
+    p->address = address;
+    std::unique_lock<std::shared_mutex> lock(peers_mu_);
+    peers_[peer] = std::move(p);
+    return Status::Ok();
+  }
+
+  Status Send(PeerId peer, Message message, Deadline deadline) override {
+    std::shared_ptr<Peer> p;
+    {
+      std::shared_lock<std::shared_mutex> lock(peers_mu_);
+      auto it = peers_.find(peer);
+      if (it == peers_.end()) return NotFound("no connection to peer " + std::to_string(peer));
+      p = it->second;
+    }
+    const std::string header = EncodeHeader(message.header);
+    const uint64_t bytes = PayloadBytes(message);
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (closed_.load()) return Aborted("endpoint closed");
+    try {
+      const auto wait_ms = static_cast<int>(std::min<long long>(deadline.RemainingMs(), 1 << 30));
+      p->socket.set(zmq::sockopt::sndtimeo, wait_ms);
+      auto more = message.payloads.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore;
+      if (!p->socket.send(zmq::buffer(header), more))
+        return DeadlineExceeded("send queue to peer " + std::to_string(peer) + " (" + p->address + ") is full");
+      for (size_t i = 0; i < message.payloads.size(); ++i) {
+        const Buffer& b = message.payloads[i];
+        auto flags = i + 1 < message.payloads.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+        zmq::message_t frame = b.owner() ? zmq::message_t(const_cast<uint8_t*>(b.data()), b.size(), ReleaseOwner,
+                                                          new std::shared_ptr<const void>(b.owner()))
+                                         : zmq::message_t(b.data(), b.size());
+        // Later frames of a multipart message are accepted at once.
+        (void)p->socket.send(frame, flags);
+      }
+    } catch (const zmq::error_t& e) {
+      return Unavailable("send to peer " + std::to_string(peer) + " failed: " + e.what());
+    }
+    std::lock_guard<std::mutex> stats_lock(stats_mu_);
+    ++stats_.messages_sent;
+    stats_.payload_bytes_sent += bytes;
+    return Status::Ok();
+  }
+
+  void Close() override {
+    if (closed_.exchange(true)) return;
+    if (thread_.joinable()) thread_.join();
+    {
+      std::unique_lock<std::shared_mutex> lock(peers_mu_);
+      for (auto& [id, p] : peers_) {
+        std::lock_guard<std::mutex> peer_lock(p->mu);
+        p->socket.close();
+      }
+      peers_.clear();
+    }
+    router_.close();
+    context_.close();
+  }
+
+  EndpointStats stats() const override {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+  }
+
+ private:
+  struct Peer {
+    std::mutex mu;  // a socket is used by one thread at a time
+    zmq::socket_t socket;
+    std::string address;
+  };
+
+  void Run() {
+    std::vector<zmq::message_t> frames;
+    while (!closed_.load()) {
+      zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+      try {
+        if (zmq::poll(&item, 1, std::chrono::milliseconds(50)) == 0) continue;
+        frames.clear();
+        do {
+          zmq::message_t frame;
+          if (!router_.recv(frame, zmq::recv_flags::dontwait)) break;
+          frames.push_back(std::move(frame));
+        } while (frames.back().more());
+      } catch (const zmq::error_t& e) {
+        if (closed_.load()) return;
+        SYNCLINE_LOG_WARN("{}: receive failed: {}", address_, e.what());
+        continue;
+      }
+      Deliver(frames);
+    }
+  }
+
+  // frames[0] is the ROUTER's routing id, frames[1] the header, the rest payloads.
+  void Deliver(std::vector<zmq::message_t>& frames) {
+    Result<Message> message = InvalidArgument("message has no header frame");
+    if (frames.size() >= 2) {
+      std::vector<Buffer> payloads;
+      payloads.reserve(frames.size() - 2);
+      for (size_t i = 2; i < frames.size(); ++i) {
+        auto holder = std::make_shared<zmq::message_t>(std::move(frames[i]));
+        payloads.emplace_back(holder->data(), holder->size(), holder);
+      }
+      message = DecodeMessage(frames[1].data(), frames[1].size(), std::move(payloads));
+    }
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      if (message.ok()) {
+        ++stats_.messages_received;
+        stats_.payload_bytes_received += PayloadBytes(*message);
+      } else {
+        ++stats_.messages_rejected;
+      }
+    }
+    if (!message.ok()) {
+      SYNCLINE_LOG_WARN("{}: dropping malformed message: {}", address_, message.status().message());
+      return;
+    }
+    receiver_(std::move(message).value());
+  }
+
+  const ZmqOptions options_;
+  zmq::context_t context_;
+  zmq::socket_t router_;  // used by the I/O thread only (after Listen)
+  std::string address_;
+  Receiver receiver_;
+  std::thread thread_;
+  std::atomic<bool> closed_{false};
+  std::shared_mutex peers_mu_;
+  std::map<PeerId, std::shared_ptr<Peer>> peers_;  // GUARDED_BY(peers_mu_)
+  mutable std::mutex stats_mu_;
+  EndpointStats stats_;  // GUARDED_BY(stats_mu_)
+};
+
+}  // namespace
+
+std::unique_ptr<Endpoint> CreateZmqEndpoint(const ZmqOptions& options) {
+  return std::make_unique<ZmqEndpoint>(options);
+}
+
+}  // namespace syncline

@@ -1,0 +1,87 @@
+#include "worker/c_api.h"
+
+#include <string>
+
+#include "common/logging.h"
+#include "worker/worker.h"
+
+struct syncline_worker {
+  std::unique_ptr<syncline::Worker> worker;
+};
+struct syncline_op {
+  syncline::OpHandle handle;
+  syncline::Deadline default_deadline;
+};
+
+namespace {
+thread_local std::string last_error;
+
+int Report(const syncline::Status& st) {
+  last_error = st.ok() ? "" : st.ToString();
+  return static_cast<int>(st.code());
+}
+}  // namespace
+
+extern "C" {
+
+const char* syncline_last_error(void) { return last_error.c_str(); }
+
+int syncline_init(syncline_worker** out) {
+  if (out == nullptr) return Report(syncline::InvalidArgument("syncline_init: out is null"));
+  auto settings = syncline::Settings::FromEnvironment(syncline::ProcessEnvironment());
+  if (!settings.ok()) return Report(settings.status());
+  syncline::InitLogging("worker" + (settings->worker_rank >= 0 ? " " + std::to_string(settings->worker_rank) : ""),
+                        settings->log_level);
+  auto worker = syncline::Worker::Create(*settings);
+  if (!worker.ok()) return Report(worker.status());
+  *out = new syncline_worker{std::move(worker).value()};
+  return Report(syncline::Status::Ok());
+}
+
+int syncline_rank(const syncline_worker* w) { return w ? w->worker->rank() : -1; }
+int syncline_size(const syncline_worker* w) { return w ? w->worker->num_workers() : -1; }
+
+int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements, uint32_t* id_out) {
+  if (!w || !name || !id_out) return Report(syncline::InvalidArgument("syncline_declare: null argument"));
+  auto type = syncline::DTypeFromWire(dtype);
+  if (!type.ok()) return Report(type.status());
+  auto id = w->worker->Declare(name, *type, num_elements);
+  if (!id.ok()) return Report(id.status());
+  *id_out = *id;
+  return Report(syncline::Status::Ok());
+}
+
+int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int average, syncline_op** op_out) {
+  if (!w || !op_out) return Report(syncline::InvalidArgument("syncline_push_pull_async: null argument"));
+  auto handle = w->worker->PushPull(id, data, average != 0);
+  if (!handle.ok()) return Report(handle.status());
+  *op_out = new syncline_op{*handle, w->worker->DefaultDeadline()};
+  return Report(syncline::Status::Ok());
+}
+
+int syncline_wait(syncline_op* op, int64_t timeout_ms) {
+  if (!op) return Report(syncline::InvalidArgument("syncline_wait: null op"));
+  auto deadline = timeout_ms < 0 ? op->default_deadline : syncline::Deadline::AfterMs(timeout_ms);
+  syncline::Status st = op->handle.Wait(deadline);
+  delete op;
+  return Report(st);
+}
+
+int syncline_broadcast(syncline_worker* w, uint32_t id, void* data, int root) {
+  if (!w) return Report(syncline::InvalidArgument("syncline_broadcast: null worker"));
+  return Report(w->worker->Broadcast(id, data, root));
+}
+
+int syncline_barrier(syncline_worker* w) {
+  if (!w) return Report(syncline::InvalidArgument("syncline_barrier: null worker"));
+  return Report(w->worker->Barrier());
+}
+
+int syncline_shutdown(syncline_worker* w) {
+  if (!w) return Report(syncline::InvalidArgument("syncline_shutdown: null worker"));
+  syncline::Status st = w->worker->Shutdown();
+  delete w;
+  return Report(st);
+}
+
+}  // extern "C"

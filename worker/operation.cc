@@ -1,0 +1,83 @@
+#include "worker/operation.h"
+
+#include <cstring>
+
+namespace syncline {
+
+Operation::Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
+                     std::vector<uint64_t> chunk_lengths)
+    : name_(std::move(tensor_name)),
+      data_(data),
+      offsets_(std::move(chunk_offsets)),
+      lengths_(std::move(chunk_lengths)),
+      chunks_(offsets_.size()),
+      remaining_(offsets_.size()),
+      releases_pending_(offsets_.size()) {
+  for (uint64_t l : lengths_) bytes_ += l;
+}
+
+Buffer Operation::SendView(size_t i) {
+  // The owner holds no memory: its deleter only reports the release. It
+  // keeps the operation alive until then.
+  auto self = shared_from_this();
+  std::shared_ptr<const void> owner(data_ + offsets_[i], [self, i](const void*) { self->OnReleased(i); });
+  return Buffer(data_ + offsets_[i], lengths_[i], std::move(owner));
+}
+
+void Operation::OnReleased(size_t i) {
+  std::unique_lock<std::mutex> lock(mu_);
+  chunks_[i].released = true;
+  --releases_pending_;
+  MaybeFinishLocked(i, lock);
+  cv_.notify_all();
+}
+
+void Operation::OnReply(size_t i, Buffer payload) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (error_ || chunks_[i].finished || chunks_[i].reply) return;
+  if (payload.size() != lengths_[i]) {
+    error_ = Internal("tensor '" + name_ + "': chunk " + std::to_string(i) + " came back with " +
+                      std::to_string(payload.size()) + " bytes instead of " + std::to_string(lengths_[i]));
+    cv_.notify_all();
+    return;
+  }
+  chunks_[i].reply = std::move(payload);
+  MaybeFinishLocked(i, lock);
+}
+
+void Operation::MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock) {
+  Chunk& c = chunks_[i];
+  if (!c.released || !c.reply || c.finished || error_) return;
+  std::memcpy(data_ + offsets_[i], c.reply->data(), lengths_[i]);
+  c.reply.reset();
+  c.finished = true;
+  if (--remaining_ == 0) cv_.notify_all();
+}
+
+void Operation::Fail(const Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_ && remaining_ > 0) error_ = status;
+  cv_.notify_all();
+}
+
+Status Operation::Wait(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool done = cv_.wait_until(lock, deadline.at(), [&] { return remaining_ == 0 || error_.has_value(); });
+  if (error_) {
+    // Give the transport a moment to let go of the caller's memory, so it
+    // may be reused once Wait returns; a dead peer's queue may never.
+    cv_.wait_for(lock, kReleaseGrace, [&] { return releases_pending_ == 0; });
+    return *error_;
+  }
+  if (!done)
+    return DeadlineExceeded("push_pull of tensor '" + name_ + "': " + std::to_string(remaining_) + " of " +
+                            std::to_string(chunks_.size()) + " chunks still outstanding");
+  return Status::Ok();
+}
+
+bool Operation::Done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return remaining_ == 0 || error_.has_value();
+}
+
+}  // namespace syncline

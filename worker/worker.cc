@@ -1,0 +1,212 @@
+#include "worker/worker.h"
+
+#include <cstring>
+#include <thread>
+
+#include "common/logging.h"
+#include "transport/factory.h"
+#include "transport/wire.h"
+
+namespace syncline {
+
+Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings) {
+  SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport));
+  SYNCLINE_ASSIGN_OR_RETURN(std::string address, ListenAddress(settings.transport, settings.host, settings.port));
+  return Create(settings, std::move(endpoint), address);
+}
+
+Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings, std::unique_ptr<Endpoint> endpoint,
+                                               const std::string& listen_address,
+                                               const std::string& scheduler_address) {
+  if (settings.role != Role::kWorker) return InvalidArgument("settings name the role " + std::string(RoleName(settings.role)) + ", not worker");
+  SYNCLINE_RETURN_IF_ERROR(settings.Validate());
+  std::unique_ptr<Worker> worker(new Worker(settings, std::move(endpoint), scheduler_address));
+  SYNCLINE_RETURN_IF_ERROR(worker->Start(listen_address));
+  return worker;
+}
+
+Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address)
+    : settings_(settings),
+      endpoint_(std::move(endpoint)),
+      client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address) {}
+
+Worker::~Worker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shutdown_) shutdown_ = Aborted("worker destroyed without Shutdown");
+  }
+  endpoint_->Close();
+  FailAll(Aborted("worker destroyed"));
+}
+
+Status Worker::Start(const std::string& listen_address) {
+  SYNCLINE_ASSIGN_OR_RETURN(std::string address,
+                            endpoint_->Listen(listen_address, [this](Message&& m) { OnMessage(std::move(m)); }));
+  client_.SetAbortHandler([this](const Status& st) { FailAll(st); });
+  SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
+  for (const auto& s : client_.NodesOf(proto::SERVER))
+    SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));
+  SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers", client_.my_rank(), settings_.num_workers,
+                    client_.NodesOf(proto::SERVER).size());
+  return Status::Ok();
+}
+
+Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t num_elements) {
+  if (name.empty()) return InvalidArgument("a tensor needs a name");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = by_name_.find(name); it != by_name_.end()) {
+      const Tensor& t = tensors_[it->second];
+      if (t.dtype == dtype && t.num_elements == num_elements) return it->second;
+      return InvalidArgument("tensor '" + name + "' was already declared as " + DTypeName(t.dtype) + "[" +
+                             std::to_string(t.num_elements) + "]");
+    }
+  }
+  proto::TensorSpec spec;
+  spec.set_name(name);
+  spec.set_dtype(DTypeToWire(dtype));
+  spec.set_num_elements(num_elements);
+  spec.set_partition_bytes(settings_.partition_bytes);
+  SYNCLINE_ASSIGN_OR_RETURN(proto::DeclareReply reply, client_.Declare(spec, DefaultDeadline()));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reply.tensor_id() >= tensors_.size()) tensors_.resize(reply.tensor_id() + 1);
+  Tensor& t = tensors_[reply.tensor_id()];
+  t.name = name;
+  t.dtype = dtype;
+  t.num_elements = num_elements;
+  t.chunks.assign(reply.chunks().begin(), reply.chunks().end());
+  by_name_[name] = reply.tensor_id();
+  return reply.tensor_id();
+}
+
+Result<OpHandle> Worker::PushPull(TensorId id, void* data, bool average) {
+  SYNCLINE_RETURN_IF_ERROR(client_.health());
+  std::shared_ptr<Operation> op;
+  std::vector<uint64_t> requests;
+  Tensor* tensor;
+  uint64_t round;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_) return FailedPrecondition("push_pull after Shutdown");
+    if (id >= tensors_.size() || tensors_[id].name.empty())
+      return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
+    tensor = &tensors_[id];
+    if (data == nullptr && !tensor->chunks.empty()) return InvalidArgument("push_pull of '" + tensor->name + "' with no data");
+    round = tensor->rounds++;
+    std::vector<uint64_t> offsets, lengths;
+    for (const auto& c : tensor->chunks) {
+      offsets.push_back(c.offset_bytes());
+      lengths.push_back(c.length_bytes());
+    }
+    op = std::make_shared<Operation>(tensor->name, static_cast<uint8_t*>(data), offsets, lengths);
+    for (size_t i = 0; i < tensor->chunks.size(); ++i) {
+      const uint64_t request = next_request_++;
+      in_flight_[request] = InFlight{op, i, tensor->chunks[i].server_id()};
+      requests.push_back(request);
+    }
+    std::erase_if(ops_, [](const auto& w) { return w.expired(); });
+    ops_.push_back(op);
+  }
+  // Chunks and their placement never change after Declare: safe to read unlocked.
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const proto::ChunkPlacement& c = tensor->chunks[i];
+    Message m = MakeMessage(proto::PUSH, client_.my_id());
+    m.header.set_key(c.key());
+    m.header.set_round(round);
+    m.header.set_dtype(DTypeToWire(tensor->dtype));
+    m.header.set_byte_length(c.length_bytes());
+    m.header.set_request_id(requests[i]);
+    m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH | (average ? proto::FLAG_AVERAGE : 0));
+    m.payloads.push_back(op->SendView(i));
+    Status st = endpoint_->Send(c.server_id(), std::move(m), DefaultDeadline());
+    if (!st.ok()) {
+      op->Fail(st.WithContext("pushing tensor '" + tensor->name + "' to " + client_.Describe(c.server_id())));
+      break;
+    }
+  }
+  return OpHandle(op);
+}
+
+Status Worker::Broadcast(TensorId id, void* data, int root) {
+  if (root < 0 || root >= settings_.num_workers)
+    return InvalidArgument("broadcast root " + std::to_string(root) + " is not a worker rank");
+  uint64_t bytes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id >= tensors_.size() || tensors_[id].name.empty())
+      return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
+    bytes = tensors_[id].num_elements * DTypeSize(tensors_[id].dtype);
+  }
+  // The sum of the root's tensor and everyone else's zeros is the root's tensor.
+  if (rank() != root && bytes > 0) std::memset(data, 0, bytes);
+  SYNCLINE_ASSIGN_OR_RETURN(OpHandle handle, PushPull(id, data, /*average=*/false));
+  return handle.Wait(DefaultDeadline());
+}
+
+Status Worker::Barrier() { return client_.Barrier(proto::WORKER, DefaultDeadline()); }
+
+Status Worker::Shutdown() {
+  std::vector<std::shared_ptr<Operation>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_) return *shutdown_;
+    shutdown_ = Status::Ok();
+    for (auto& w : ops_)
+      if (auto op = w.lock()) pending.push_back(op);
+  }
+  Status result = Status::Ok();
+  for (auto& op : pending) {
+    Status st = op->Wait(DefaultDeadline());
+    if (!st.ok() && result.ok()) result = st;
+  }
+  if (result.ok()) result = client_.health();
+  if (result.ok()) {
+    result = client_.Finish();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let FINISH leave before the socket closes
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = result;
+  return result;
+}
+
+void Worker::OnMessage(Message&& m) {
+  if (client_.Handle(m)) return;
+  const proto::Op op = m.header.op();
+  if (op != proto::PULL_REPLY && op != proto::ERROR) {
+    SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(op), m.header.sender());
+    return;
+  }
+  InFlight entry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(m.header.request_id());
+    if (it == in_flight_.end() || it->second.server != m.header.sender()) {
+      SYNCLINE_LOG_WARN("ignoring {} for unknown request {} from node {}", proto::Op_Name(op),
+                        m.header.request_id(), m.header.sender());
+      return;
+    }
+    entry = std::move(it->second);
+    in_flight_.erase(it);
+  }
+  if (op == proto::ERROR) {
+    entry.op->Fail(Internal(client_.Describe(entry.server) + " rejected chunk " + std::to_string(entry.chunk) +
+                            " of tensor '" + entry.op->tensor_name() + "': " + m.header.error().message()));
+    return;
+  }
+  if (m.payloads.size() != 1) {
+    entry.op->Fail(Internal("malformed reply for tensor '" + entry.op->tensor_name() + "'"));
+    return;
+  }
+  entry.op->OnReply(entry.chunk, std::move(m.payloads.front()));
+}
+
+void Worker::FailAll(const Status& status) {
+  std::unordered_map<uint64_t, InFlight> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed.swap(in_flight_);
+  }
+  for (auto& [request, entry] : failed) entry.op->Fail(status);
+}
+
+}  // namespace syncline

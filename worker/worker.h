@@ -1,0 +1,104 @@
+// Worker: the Syncline worker runtime a training process links (libsyncline).
+// It joins the job, declares tensors with ids agreed by every worker, and
+// sums tensors across workers through the servers: push_pull cuts a tensor
+// into chunks (partition_bytes), pushes them all concurrently to the servers
+// that own their keys, and writes each chunk's sum back in place.
+//
+//   auto worker = Worker::Create(settings).value();
+//   TensorId w = worker->Declare("layer1.weight.grad", DType::kFloat32, n).value();
+//   OpHandle h = worker->PushPull(w, grad.data(), /*average=*/true).value();
+//   ... compute ...
+//   h.Wait(Deadline::AfterMs(60000));
+//   worker->Shutdown();
+//
+// Thread-safety: all methods may be called from any thread. Every worker
+// must declare the same tensors and call PushPull on a tensor the same number
+// of times (the n-th calls of all workers are summed together).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/settings.h"
+#include "scheduler/client.h"
+#include "transport/transport.h"
+#include "worker/operation.h"
+
+namespace syncline {
+
+using TensorId = uint32_t;
+
+class Worker {
+ public:
+  // Listens, registers with the scheduler and waits for the job to start.
+  static Result<std::unique_ptr<Worker>> Create(const Settings& settings);
+  // Same, with an endpoint of the caller's choosing (tests: loopback, faults).
+  static Result<std::unique_ptr<Worker>> Create(const Settings& settings, std::unique_ptr<Endpoint> endpoint,
+                                                const std::string& listen_address,
+                                                const std::string& scheduler_address = "");
+  // Shuts down (if not done yet) without waiting long.
+  ~Worker();
+
+  int rank() const { return client_.my_rank(); }
+  int num_workers() const { return settings_.num_workers; }
+  const Settings& settings() const { return settings_; }
+
+  // Declares a tensor of `num_elements` elements of `dtype`. Every worker
+  // declares it alike; returns when all have. A different declaration by
+  // another worker aborts the job with an error naming the tensor.
+  Result<TensorId> Declare(const std::string& name, DType dtype, uint64_t num_elements);
+  // Starts summing the declared tensor `id` at `data` across all workers, in
+  // place. With `average`, the sum is divided by the number of workers.
+  // `data` must stay valid and untouched until the handle's Wait returns.
+  Result<OpHandle> PushPull(TensorId id, void* data, bool average);
+  // Copies `data` of worker `root` into `data` of every worker (blocking).
+  Status Broadcast(TensorId id, void* data, int root);
+  // Waits until every worker reached this barrier.
+  Status Barrier();
+  // Waits for operations in flight, then tells the scheduler this worker is
+  // done. Later calls return the first result.
+  Status Shutdown();
+
+  // Deadline for one blocking call (settings: request_timeout_ms).
+  Deadline DefaultDeadline() const { return Deadline::AfterMs(settings_.request_timeout_ms); }
+
+ private:
+  struct Tensor {
+    std::string name;
+    DType dtype;
+    uint64_t num_elements = 0;
+    std::vector<proto::ChunkPlacement> chunks;
+    uint64_t rounds = 0;  // push_pulls started so far
+  };
+  struct InFlight {
+    std::shared_ptr<Operation> op;
+    size_t chunk;
+    int32_t server;
+  };
+
+  Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address);
+  Status Start(const std::string& listen_address);
+  void OnMessage(Message&& m);
+  void FailAll(const Status& status);
+
+  const Settings settings_;
+  std::unique_ptr<Endpoint> endpoint_;
+  SchedulerClient client_;
+  std::atomic<uint64_t> next_request_{1};
+
+  std::mutex mu_;
+  std::vector<Tensor> tensors_;                          // GUARDED_BY(mu_), index = TensorId
+  std::map<std::string, TensorId> by_name_;              // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, InFlight> in_flight_;     // GUARDED_BY(mu_), by request id
+  std::vector<std::weak_ptr<Operation>> ops_;            // GUARDED_BY(mu_), to wait for at shutdown
+  std::optional<Status> shutdown_;                       // GUARDED_BY(mu_)
+};
+
+}  // namespace syncline
