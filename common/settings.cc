@@ -106,7 +106,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SCHEDULER_HOST", {{"DMLC_PS_ROOT_URI", 1}}, Text(&Settings::scheduler_host)},
       {"SYNCLINE_SCHEDULER_PORT", {{"DMLC_PS_ROOT_PORT", 1}}, Integer(&Settings::scheduler_port, 1, 65535)},
       {"SYNCLINE_HOST", {{"DMLC_NODE_HOST", 1}}, Text(&Settings::host)},
-      {"SYNCLINE_PORT", {{"PORT", 1}}, Integer(&Settings::port, 0, 65535)},
+      {"SYNCLINE_PORT", {}, Integer(&Settings::port, 0, 65535)},
       {"SYNCLINE_WORKER_RANK", {{"DMLC_WORKER_ID", 1}}, Integer(&Settings::worker_rank, -1, 65534)},
       {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc"})},
       {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},

@@ -36,7 +36,7 @@ struct Settings {
   // SYNCLINE_HOST | DMLC_NODE_HOST. The address this node listens on and
   // advertises to its peers. Default: loopback (single-host jobs).
   std::string host = "127.0.0.1";
-  // SYNCLINE_PORT | PORT. Port for this node's data endpoint; 0 = any free port.
+  // SYNCLINE_PORT. Port for this node's data endpoint; 0 = any free port.
   int port = 0;
   // SYNCLINE_WORKER_RANK | DMLC_WORKER_ID. This worker's rank; -1 = assigned
   // by the scheduler in order of arrival.

@@ -56,7 +56,9 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {}  // NOLINT
+  Result(Status status) : status_(std::move(status)) {  // NOLINT
+    if (status_.ok()) status_ = Status(StatusCode::kInternal, "Result made from an OK Status without a value");
+  }
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
   T& value() & { return *value_; }
@@ -68,7 +70,7 @@ class [[nodiscard]] Result {
 
  private:
   std::optional<T> value_;
-  Status status_ = Internal("Result holds no value");
+  Status status_;  // OK exactly when value_ is set
 };
 
 }  // namespace syncline

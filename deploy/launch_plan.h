@@ -1,0 +1,88 @@
+// Launch plans: which processes pslaunch starts, with which command line and
+// which environment. Pure computation over options and the parent's
+// environment snapshot, so the whole policy is unit-testable; the few helpers
+// at the bottom touch the OS (free port, random token, own directory).
+//
+// Environment policy: a child inherits the parent's environment, minus every
+// setting pslaunch sets for it and those settings' BytePS aliases (DMLC_*),
+// plus `--env` assignments, plus pslaunch's own SYNCLINE_* values. Only the
+// canonical SYNCLINE_* names are set. An `--env` naming a setting pslaunch sets
+// is an error rather than a silent override.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/settings.h"
+#include "common/status.h"
+#include "deploy/process.h"
+
+namespace syncline::deploy {
+
+inline constexpr const char* kSchedulerBinary = "syncline-scheduler";
+inline constexpr const char* kServerBinary = "syncline-server";
+
+using EnvAssignment = std::pair<std::string, std::string>;
+
+// One process as pslaunch will start it.
+struct PlannedProcess {
+  Role role = Role::kWorker;
+  int rank = -1;      // workers: their rank; local servers: their index (label only); else -1
+  std::string label;  // "worker 0", "server 1", "scheduler", or "worker" when the rank is not known
+  ProcessSpec spec;   // argv and the complete environment
+  // The job is finished when every primary process has exited 0; the others
+  // (scheduler, servers of a local job) are then expected to exit by themselves.
+  bool primary = false;
+};
+
+// What every process of a job agrees on.
+struct JobShape {
+  int num_workers = 1;
+  int num_servers = 1;
+  std::string scheduler_host = "127.0.0.1";
+  int scheduler_port = 0;          // 1..65535
+  std::string job_token;           // empty: not set by pslaunch (an inherited one is kept)
+  std::string transport;           // empty: not set by pslaunch; else "tcp" or "ipc"
+  std::vector<EnvAssignment> extra_env;  // --env K=V, for every process
+};
+
+// Everything on one host: a scheduler, num_servers servers, num_workers copies
+// of `command` (ranks 0..N-1).
+struct LocalJob {
+  JobShape shape;
+  std::string bin_dir;  // where syncline-scheduler and syncline-server live
+  std::vector<std::string> command;
+};
+
+// Scheduler first, then servers, then workers.
+Result<std::vector<PlannedProcess>> PlanLocalJob(const LocalJob& job, const Environment& parent);
+
+// One process of a multi-host job.
+struct NodeJob {
+  JobShape shape;
+  Role role = Role::kWorker;
+  int rank = -1;         // workers only; -1 = assigned by the scheduler
+  std::string host;      // SYNCLINE_HOST: the address this node advertises; empty = not set
+  std::string bin_dir;   // scheduler and server roles
+  std::vector<std::string> command;  // worker role only (required there)
+};
+
+// The single process, marked primary: pslaunch exits with its status.
+Result<PlannedProcess> PlanNode(const NodeJob& job, const Environment& parent);
+
+// "K=V" -> {K, V}. K must be a valid variable name; V may be empty.
+Result<EnvAssignment> ParseEnvAssignment(const std::string& text);
+// "host:port" or "[v6addr]:port" -> {host, port}.
+Result<std::pair<std::string, int>> ParseHostPort(const std::string& text);
+
+// A TCP port on `host` that was free a moment ago (bind to port 0, read it,
+// close). Another process may take it before the scheduler binds it; the
+// scheduler then fails to start and the job ends with its error.
+Result<int> PickFreePort(const std::string& host);
+// 128 random bits from the kernel, as 32 hex digits.
+Result<std::string> NewJobToken();
+// The directory holding the running executable (/proc/self/exe).
+Result<std::string> ExecutableDir();
+
+}  // namespace syncline::deploy

@@ -1,0 +1,222 @@
+// pslaunch: starts a Syncline job.
+//
+//   local (one host):  pslaunch -w N -s M [options] -- <worker command...>
+//     one syncline-scheduler, M syncline-server and N copies of the command;
+//   multi-host (one process of a job per call):
+//     pslaunch --role scheduler|server|worker --scheduler HOST:PORT -w N -s M
+//              [--rank R] [--host ADDR] [--token T] [-- <worker command...>]
+//
+// Every line the children print comes out on stdout prefixed with who printed
+// it; pslaunch's own notices go to stderr. See deploy/README.md for the exit
+// codes and the environment each child gets.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/settings.h"
+#include "deploy/launch_plan.h"
+#include "deploy/supervisor.h"
+
+namespace syncline::deploy {
+namespace {
+
+// Written by the signal handler, read by the supervisor. A signal handler can
+// only reach static storage; nothing else in pslaunch is global.
+std::atomic<int> g_stop_signal{0};
+
+void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
+void InstallSignalHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: poll() returns at once with EINTR
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // A reader of our stdout that goes away must not kill the supervisor.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+struct Options {
+  int workers = 0;
+  int servers = 0;
+  int port = 0;
+  std::string transport;
+  std::vector<std::string> env;
+  double timeout_s = 0;
+  double grace_s = 5;
+  std::string bin_dir;
+  std::string role;
+  std::string scheduler;
+  int rank = -1;
+  std::string host;
+  std::string token;
+  std::vector<std::string> command;
+};
+
+Millis SecondsToMillis(double s) { return Millis(static_cast<long long>(std::llround(s * 1000.0))); }
+
+// A CLI11 check that runs one of launch_plan's parsers.
+template <typename T>
+CLI::Validator FromParser(const std::string& name, Result<T> (*parse)(const std::string&)) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        Result<T> parsed = parse(text);
+        return parsed.ok() ? std::string() : parsed.status().message();
+      },
+      name);
+}
+
+void DefineOptions(CLI::App& app, Options& o) {
+  app.add_option("-w,--workers", o.workers, "Number of workers (N >= 1)")->required()->check(CLI::Range(1, 65535));
+  app.add_option("-s,--servers", o.servers, "Number of servers (M >= 1)")->required()->check(CLI::Range(1, 65535));
+  auto* port = app.add_option("-p,--port", o.port, "Scheduler port of a local job (default: a free one)")
+                   ->check(CLI::Range(1, 65535));
+  app.add_option("--transport", o.transport, "Data transport: tcp or ipc (ipc: single host only)")
+      ->check(CLI::IsMember({"tcp", "ipc"}));
+  app.add_option("-e,--env", o.env, "Extra environment variable NAME=VALUE for every process (repeatable)")
+      ->check(FromParser("NAME=VALUE", &ParseEnvAssignment))
+      ->allow_extra_args(false);
+  app.add_option("--timeout", o.timeout_s, "Stop the job after this many seconds, exit 124 (0 = never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--grace", o.grace_s, "Seconds between SIGTERM and SIGKILL, and for the scheduler and servers "
+                                      "to exit after the workers (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--bin-dir", o.bin_dir, "Where syncline-scheduler and syncline-server are "
+                                         "(default: pslaunch's own directory)")
+      ->check(CLI::ExistingDirectory);
+  auto* role = app.add_option("--role", o.role, "Multi-host mode: run only this process of the job")
+                   ->check(CLI::IsMember({"scheduler", "server", "worker"}));
+  auto* sched = app.add_option("--scheduler", o.scheduler, "Multi-host mode: the scheduler's HOST:PORT")
+                    ->check(FromParser("HOST:PORT", &ParseHostPort));
+  auto* rank = app.add_option("--rank", o.rank, "Multi-host mode: this worker's rank (default: assigned)")
+                   ->check(CLI::Range(0, 65534));
+  auto* host = app.add_option("--host", o.host, "Multi-host mode: the address this node advertises");
+  app.add_option("--token", o.token, "Job token (default: a random one for a local job; "
+                                     "SYNCLINE_JOB_TOKEN from the environment in multi-host mode)");
+  role->needs(sched);
+  sched->needs(role);
+  rank->needs(role);
+  host->needs(role);
+  port->excludes(role);
+  app.footer("Everything after the first non-option word (or after --) is the worker command.\n"
+             "Exit status: 0 success; a failed process's status (128+signal if killed); 124 timeout;\n"
+             "130/143 interrupted; 127 a process could not be started; 1 the scheduler or a server\n"
+             "did not exit after the workers finished; 2 usage error.");
+}
+
+void WriteStderrLine(const std::string& line) {
+  std::string text = line + "\n";
+  ssize_t unused = write(STDERR_FILENO, text.data(), text.size());
+  (void)unused;
+}
+
+Status CheckExecutable(const std::string& dir, const char* name) {
+  std::string path = dir + "/" + name;
+  if (access(path.c_str(), X_OK) == 0) return Status::Ok();
+  return NotFound(std::string(name) + " not found (or not executable) in " + dir +
+                  "; build it next to pslaunch or pass --bin-dir");
+}
+
+SupervisedProcess ToSupervised(PlannedProcess p) {
+  return SupervisedProcess{std::move(p.label), std::move(p.spec), p.primary};
+}
+
+// Builds the processes to start; a Status error is a usage error.
+Result<std::vector<SupervisedProcess>> Plan(const Options& o, const Environment& parent) {
+  JobShape shape;
+  shape.num_workers = o.workers;
+  shape.num_servers = o.servers;
+  shape.transport = o.transport;
+  shape.job_token = o.token;
+  for (const auto& e : o.env) {
+    SYNCLINE_ASSIGN_OR_RETURN(EnvAssignment a, ParseEnvAssignment(e));
+    shape.extra_env.push_back(std::move(a));
+  }
+  std::string bin_dir = o.bin_dir;
+  if (bin_dir.empty()) {
+    SYNCLINE_ASSIGN_OR_RETURN(bin_dir, ExecutableDir());
+  }
+
+  std::vector<SupervisedProcess> out;
+  if (o.role.empty()) {
+    if (o.port != 0) {
+      shape.scheduler_port = o.port;
+    } else {
+      SYNCLINE_ASSIGN_OR_RETURN(shape.scheduler_port, PickFreePort(shape.scheduler_host));
+    }
+    if (shape.job_token.empty()) {
+      SYNCLINE_ASSIGN_OR_RETURN(shape.job_token, NewJobToken());
+    }
+    SYNCLINE_ASSIGN_OR_RETURN(std::vector<PlannedProcess> plan,
+                              PlanLocalJob(LocalJob{shape, bin_dir, o.command}, parent));
+    SYNCLINE_RETURN_IF_ERROR(CheckExecutable(bin_dir, kSchedulerBinary));
+    SYNCLINE_RETURN_IF_ERROR(CheckExecutable(bin_dir, kServerBinary));
+    for (auto& p : plan) out.push_back(ToSupervised(std::move(p)));
+    WriteStderrLine("pslaunch: local job: 1 scheduler (127.0.0.1:" + std::to_string(shape.scheduler_port) + "), " +
+                    std::to_string(o.servers) + " server(s), " + std::to_string(o.workers) + " worker(s)");
+    return out;
+  }
+
+  SYNCLINE_ASSIGN_OR_RETURN(auto scheduler, ParseHostPort(o.scheduler));
+  shape.scheduler_host = scheduler.first;
+  shape.scheduler_port = scheduler.second;
+  NodeJob node;
+  node.shape = shape;
+  SYNCLINE_ASSIGN_OR_RETURN(node.role, ParseRole(o.role));
+  node.rank = o.rank;
+  node.host = o.host;
+  node.bin_dir = bin_dir;
+  node.command = o.command;
+  SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess p, PlanNode(node, parent));
+  if (node.role == Role::kScheduler) SYNCLINE_RETURN_IF_ERROR(CheckExecutable(bin_dir, kSchedulerBinary));
+  if (node.role == Role::kServer) SYNCLINE_RETURN_IF_ERROR(CheckExecutable(bin_dir, kServerBinary));
+  out.push_back(ToSupervised(std::move(p)));
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "pslaunch: start a Syncline parameter-server job\n"
+      "  local job:  pslaunch -w N -s M [OPTIONS] [--] COMMAND...\n"
+      "  multi-host: pslaunch --role scheduler|server|worker --scheduler HOST:PORT -w N -s M [OPTIONS]"
+      " [[--] COMMAND...]",
+      "pslaunch"};
+  Options o;
+  DefineOptions(app, o);
+  app.prefix_command();  // the worker command keeps its own options
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  o.command = app.remaining();
+  if (!o.command.empty() && o.command.front() == "--") o.command.erase(o.command.begin());
+
+  Result<std::vector<SupervisedProcess>> plan = Plan(o, ProcessEnvironment());
+  if (!plan.ok()) {
+    WriteStderrLine("pslaunch: " + plan.status().message());
+    bool usage = plan.status().code() == StatusCode::kInvalidArgument;
+    if (usage) WriteStderrLine("Run with --help for more information.");
+    return usage ? 2 : 127;
+  }
+
+  InstallSignalHandlers();
+  SupervisorOptions options;
+  options.grace = SecondsToMillis(o.grace_s);
+  options.timeout = SecondsToMillis(o.timeout_s);
+  options.stop_signal = &g_stop_signal;
+  Supervisor supervisor(options, FdLineSink(STDOUT_FILENO), WriteStderrLine);
+  return supervisor.Run(std::move(plan).value()).exit_code;
+}
+
+}  // namespace
+}  // namespace syncline::deploy
+
+int main(int argc, char** argv) { return syncline::deploy::Main(argc, argv); }

@@ -1,0 +1,108 @@
+"""Bad input and failures with real processes: mismatched declarations, ports in use,
+garbage on the wire, and nodes killed with SIGKILL mid-job."""
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from conftest import EXAMPLE, SCHEDULER, SERVER, clean_env, free_port, run_pslaunch
+
+import subprocess
+
+HEARTBEAT = dict(SYNCLINE_HEARTBEAT_INTERVAL_MS=100, SYNCLINE_HEARTBEAT_TIMEOUT_MS=1500)
+
+
+def test_mismatched_declaration_is_a_clear_error():
+    script = f'if [ "$SYNCLINE_WORKER_RANK" = 0 ]; then exec {EXAMPLE} --tensors fp32:10; ' \
+             f'else exec {EXAMPLE} --tensors fp16:10; fi'
+    code, out = run_pslaunch(2, 1, ["/bin/sh", "-c", script], timeout=60)
+    assert code != 0, out
+    assert "mismatched declaration of tensor 'tensor0'" in out, out
+    assert "fp16[10]" in out and "fp32[10]" in out, out
+
+
+def test_scheduler_port_in_use_is_a_clear_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([SCHEDULER], env=clean_env(SYNCLINE_ROLE="scheduler", SYNCLINE_SCHEDULER_PORT=port),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    assert proc.returncode != 0
+    assert f"tcp://127.0.0.1:{port} is already in use" in proc.stdout, proc.stdout
+
+
+def test_server_port_in_use_is_a_clear_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([SERVER], env=clean_env(SYNCLINE_ROLE="server", SYNCLINE_PORT=port,
+                                                      SYNCLINE_SCHEDULER_PORT=free_port()),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    assert proc.returncode != 0
+    assert "already in use" in proc.stdout, proc.stdout
+
+
+def test_bad_setting_is_a_clear_error():
+    proc = subprocess.run([SERVER], env=clean_env(SYNCLINE_ROLE="server", SYNCLINE_NUM_WORKERS="three"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    assert proc.returncode != 0
+    assert "SYNCLINE_NUM_WORKERS" in proc.stdout and "not an integer" in proc.stdout, proc.stdout
+
+
+def send_garbage(port, rounds=20):
+    """Connects to 127.0.0.1:port and writes random bytes, `rounds` times."""
+    for i in range(rounds):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(os.urandom(256 + 97 * i))
+            if i % 2:  # a ZMTP-looking greeting followed by junk
+                s.sendall(b"\xff" + b"\x00" * 8 + b"\x7f\x03\x00NULL" + os.urandom(64))
+
+
+def test_garbage_to_scheduler_and_server_ports_does_not_stop_the_job(cluster_factory):
+    c = cluster_factory(2, 1)
+    server_port = free_port()
+    c.start_scheduler()
+    c.start_server(0, SYNCLINE_PORT=server_port)
+    send_garbage(c.port)  # before the job starts
+    send_garbage(server_port)
+    args = ["--rounds", "40", "--tensors", "fp32:20000,bf16:3000"]
+    c.start_worker(0, args)
+    c.start_worker(1, args)
+    assert c.wait_for_output("worker 0", "round 5/40", timeout=60), c.output("worker 0")
+    send_garbage(c.port)  # while it runs
+    send_garbage(server_port)
+    codes = c.wait_all(timeout=120)
+    assert all(code == 0 for code in codes.values()), (codes, c.output("scheduler"), c.output("server 0"))
+    assert "done: 40 rounds" in c.output("worker 0")
+
+
+@pytest.mark.parametrize("victim", ["worker 1", "server 1"])
+def test_killed_node_ends_the_job_with_its_name(cluster_factory, victim):
+    c = cluster_factory(3, 2, **HEARTBEAT)
+    c.start_scheduler()
+    for i in range(2):
+        c.start_server(i)
+    for rank in range(3):
+        c.start_worker(rank, ["--rounds", "1000000", "--quiet", "--tensors", "fp32:50000"])
+    # Wait until the job runs (every worker joined), then kill the victim.
+    for rank in range(3):
+        assert c.wait_for_output(f"worker {rank}", "rounds", timeout=60), c.output(f"worker {rank}")
+    time.sleep(0.5)
+    proc, _ = c.procs[victim]
+    os.killpg(proc.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    codes = c.wait_all(timeout=15)
+    elapsed = time.monotonic() - killed_at
+    survivors = {name: code for name, code in codes.items() if name != victim}
+    assert all(code is not None for code in survivors.values()), f"hung: {survivors}"
+    assert all(code != 0 for code in survivors.values()), survivors
+    assert elapsed < 1.5 + 5, elapsed  # heartbeat timeout plus margin
+    for name in survivors:
+        text = c.output(name)
+        # Every process names the dead node: "worker 1 (node ...)" or "server 1 (node ...)".
+        role, rank = victim.split()
+        assert f"{role} " in text and "presumed dead" in text, (name, text[-2000:])

@@ -1,0 +1,56 @@
+"""A real job on one host: 1 scheduler + 2 servers + 3 workers as processes on 127.0.0.1,
+results checked against exact expected sums by every worker."""
+import re
+
+import pytest
+
+from conftest import EXAMPLE, run_pslaunch
+
+ALL_DTYPES_SMALL_TO_MEDIUM = "fp32:1,fp64:1,fp16:1,bf16:1,fp32:1000,fp16:4097,bf16:65537,fp64:30000,fp32:262144"
+
+
+def digests(output):
+    return re.findall(r"result digest ([0-9a-f]{16})", output)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_many_rounds_every_dtype_exact(transport):
+    code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "120", "--quiet", "--tensors", ALL_DTYPES_SMALL_TO_MEDIUM],
+                             env={"SYNCLINE_TRANSPORT": transport, "SYNCLINE_PARTITION_BYTES": 65536})
+    assert code == 0, out
+    assert out.count("round 120/120") == 3, out
+    assert out.count("done: 120 rounds") == 3, out
+    assert len(set(digests(out))) == 1, out  # every worker pulled the same bits
+
+
+def test_64mib_tensors_of_every_dtype():
+    tensors = "fp32:16777216,fp16:33554432,bf16:33554432,fp64:8388608"  # 64 MiB each
+    code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "2", "--tensors", tensors])
+    assert code == 0, out
+    assert out.count("round 2/2") == 3 and out.count("verified") >= 6, out
+
+
+def test_deterministic_mode_is_bit_identical_across_runs():
+    command = [EXAMPLE, "--rounds", "5", "--quiet", "--values", "random", "--tensors", "fp32:100000,fp16:50000,bf16:70000"]
+    runs = []
+    for _ in range(2):
+        code, out = run_pslaunch(3, 2, command, env={"SYNCLINE_DETERMINISTIC": 1, "SYNCLINE_PARTITION_BYTES": 16384})
+        assert code == 0, out
+        found = digests(out)
+        assert len(found) == 3 and len(set(found)) == 1, out
+        runs.append(found[0])
+    assert runs[0] == runs[1]
+
+
+def test_async_mode_applies_every_push():
+    code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "30", "--quiet", "--tensors", "fp32:5000,fp64:70000"],
+                             env={"SYNCLINE_ASYNC": 1, "SYNCLINE_PARTITION_BYTES": 8192})
+    assert code == 0, out
+    assert out.count("async totals verified") == 3, out
+
+
+def test_bytesps_environment_names_work():
+    # The BytePS/ps-lite names configure the same settings.
+    code, out = run_pslaunch(2, 1, [EXAMPLE, "--rounds", "3", "--tensors", "fp32:100000"],
+                             env={"BYTEPS_PARTITION_BYTES": 4096, "PS_HEARTBEAT_INTERVAL": 1})
+    assert code == 0, out

@@ -1,0 +1,197 @@
+// End-to-end tests of the pslaunch executable, with stand-in scheduler and
+// server scripts in a temporary --bin-dir (the real binaries are proven by
+// the integration tests).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+
+#include "test_util.h"
+
+namespace syncline::deploy {
+namespace {
+
+using testing::Captured;
+using testing::EnvWith;
+using testing::SecondsSince;
+
+// Prints what it was given, then runs for $FAKE_NODE_SECONDS (default 0.3 s)
+// and exits with $FAKE_NODE_EXIT.
+constexpr const char* kFakeNode = R"(#!/bin/sh
+echo "role=$SYNCLINE_ROLE workers=$SYNCLINE_NUM_WORKERS servers=$SYNCLINE_NUM_SERVERS at=$SYNCLINE_SCHEDULER_HOST:$SYNCLINE_SCHEDULER_PORT token=$SYNCLINE_JOB_TOKEN rank=${SYNCLINE_WORKER_RANK-none} host=${SYNCLINE_HOST-none} dmlc=${DMLC_ROLE-none}"
+sleep "${FAKE_NODE_SECONDS:-0.3}"
+exit "${FAKE_NODE_EXIT:-0}"
+)";
+
+class PslaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/pslaunch_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    bin_dir_ = tmpl;
+    for (const char* name : {"syncline-scheduler", "syncline-server"}) {
+      std::string path = bin_dir_ + "/" + name;
+      std::ofstream(path) << kFakeNode;
+      ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+    }
+  }
+  void TearDown() override {
+    for (const char* name : {"syncline-scheduler", "syncline-server"}) unlink((bin_dir_ + "/" + name).c_str());
+    rmdir(bin_dir_.c_str());
+  }
+
+  Captured Pslaunch(std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env = {},
+                    const std::function<void(Process&, const std::string&)>& on_poll = {}) {
+    std::vector<std::string> argv{PSLAUNCH_PATH, "--bin-dir", bin_dir_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunCaptured(ProcessSpec{argv, EnvWith(std::move(env))}, Millis(20000), on_poll);
+  }
+
+  std::string bin_dir_;
+};
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST_F(PslaunchTest, LocalJobRunsEveryRoleWithItsEnvironment) {
+  Captured r = Pslaunch({"-w", "2", "-s", "2", "--", "sh", "-c", "echo \"rank=$SYNCLINE_WORKER_RANK "
+                                                                  "role=$SYNCLINE_ROLE dmlc=${DMLC_ROLE-none} "
+                                                                  "tok=$SYNCLINE_JOB_TOKEN\""},
+                        {{"DMLC_ROLE", "server"}, {"DMLC_WORKER_ID", "5"}});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(\[scheduler\] role=scheduler workers=2 servers=2 )"
+                                                     R"(at=127\.0\.0\.1:(\d+) token=([0-9a-f]{32}) rank=none )"
+                                                     R"(host=none dmlc=none)")))
+      << r.out;
+  const std::string token = m[2];
+  EXPECT_GT(std::stoi(m[1]), 0);
+  for (const char* server : {"[server 0] role=server", "[server 1] role=server"}) EXPECT_TRUE(Contains(r.out, server));
+  EXPECT_TRUE(Contains(r.out, "[worker 0] rank=0 role=worker dmlc=none tok=" + token + "\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "[worker 1] rank=1 role=worker dmlc=none tok=" + token + "\n")) << r.out;
+  EXPECT_TRUE(Contains(r.err, "pslaunch: local job")) << r.err;
+}
+
+TEST_F(PslaunchTest, PortTransportAndEnvOptions) {
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--port", "23456", "--transport", "ipc", "--env", "A=1", "-e",
+                         "B=x y", "sh", "-c", "echo $SYNCLINE_SCHEDULER_PORT $SYNCLINE_TRANSPORT $A $B; exit 0"});
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker 0] 23456 ipc 1 x y\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "at=127.0.0.1:23456")) << r.out;
+}
+
+TEST_F(PslaunchTest, WorkerCommandKeepsItsOwnOptions) {
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "sh", "-c", "echo \"$0 $1\"", "--workers", "--help"});
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker 0] --workers --help\n")) << r.out;
+}
+
+TEST_F(PslaunchTest, FailingWorkerEndsTheJobWithItsStatus) {
+  auto t0 = std::chrono::steady_clock::now();
+  Captured r = Pslaunch({"-w", "2", "-s", "1", "--", "sh", "-c",
+                         "if [ \"$SYNCLINE_WORKER_RANK\" = 1 ]; then echo failing >&2; exit 3; fi; sleep 30"},
+                        {{"FAKE_NODE_SECONDS", "30"}});
+  EXPECT_EQ(r.status.ShellCode(), 3) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.err, "pslaunch: worker 1 exited with status 3")) << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker 1] failing\n")) << r.out;
+  EXPECT_LT(SecondsSince(t0), 5.0);
+}
+
+TEST_F(PslaunchTest, FailingServerEndsTheJob) {
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--", "sleep", "30"}, {{"FAKE_NODE_EXIT", "4"}});
+  EXPECT_EQ(r.status.ShellCode(), 4) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("pslaunch: (scheduler|server 0) exited with status 4"))) << r.err;
+}
+
+TEST_F(PslaunchTest, Timeout) {
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--timeout", "0.5", "--", "sleep", "30"}, {{"FAKE_NODE_SECONDS", "30"}});
+  EXPECT_EQ(r.status.ShellCode(), 124) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.err, "timeout")) << r.err;
+}
+
+TEST_F(PslaunchTest, LingeringServerIsAnError) {
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--grace", "0.3", "--", "true"}, {{"FAKE_NODE_SECONDS", "30"}});
+  EXPECT_EQ(r.status.ShellCode(), 1) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.err, "after the workers finished")) << r.err;
+}
+
+TEST_F(PslaunchTest, SigintIsForwardedAndGives130) {
+  bool sent = false;
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--", "sh", "-c", "echo up; sleep 30"}, {{"FAKE_NODE_SECONDS", "30"}},
+                        [&sent](Process& p, const std::string& out) {
+                          if (!sent && Contains(out, "[worker 0] up")) {
+                            kill(p.pid(), SIGINT);  // pslaunch only, as a terminal's Ctrl-C would
+                            sent = true;
+                          }
+                        });
+  ASSERT_TRUE(sent) << r.out << r.err;
+  EXPECT_EQ(r.status.ShellCode(), 130) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.err, "received SIGINT")) << r.err;
+}
+
+TEST_F(PslaunchTest, MultiHostWorker) {
+  Captured r = Pslaunch({"--role", "worker", "--scheduler", "10.0.0.1:9000", "-w", "4", "-s", "2", "--rank", "3",
+                         "--host", "10.0.0.7", "--token", "s3cret", "--", "sh", "-c",
+                         "echo $SYNCLINE_ROLE $SYNCLINE_SCHEDULER_HOST:$SYNCLINE_SCHEDULER_PORT $SYNCLINE_WORKER_RANK "
+                         "$SYNCLINE_HOST $SYNCLINE_JOB_TOKEN $SYNCLINE_NUM_WORKERS; exit 5"});
+  EXPECT_EQ(r.status.ShellCode(), 5) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker 3] worker 10.0.0.1:9000 3 10.0.0.7 s3cret 4\n")) << r.out;
+}
+
+TEST_F(PslaunchTest, MultiHostScheduler) {
+  Captured r = Pslaunch({"--role", "scheduler", "--scheduler", "node1:9000", "-w", "4", "-s", "2"},
+                        {{"SYNCLINE_JOB_TOKEN", "envtok"}});
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[scheduler] role=scheduler workers=4 servers=2 at=node1:9000 token=envtok rank=none"))
+      << r.out;
+}
+
+TEST_F(PslaunchTest, UsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"-w", "1", "-s", "1"}, "no worker command"},
+      {{"-w", "0", "-s", "1", "--", "true"}, "--workers"},
+      {{"-s", "1", "--", "true"}, "--workers is required"},
+      {{"-w", "1", "-s", "1", "--role", "boss", "--scheduler", "h:1", "--", "true"}, "--role"},
+      {{"-w", "1", "-s", "1", "--role", "worker", "--scheduler", "nohostport", "--", "true"}, "HOST:PORT"},
+      {{"-w", "1", "-s", "1", "--role", "worker", "--", "true"}, "--scheduler"},
+      {{"-w", "1", "-s", "1", "--role", "worker", "--scheduler", "h:1"}, "needs the worker command"},
+      {{"-w", "1", "-s", "1", "--role", "server", "--scheduler", "h:1", "--", "true"}, "only run by --role worker"},
+      {{"-w", "2", "-s", "1", "--role", "worker", "--scheduler", "h:1", "--rank", "2", "--", "true"}, "--rank"},
+      {{"-w", "1", "-s", "1", "--env", "NOEQUALS", "--", "true"}, "NAME=VALUE"},
+      {{"-w", "1", "-s", "1", "--env", "SYNCLINE_ROLE=server", "--", "true"}, "pslaunch sets this itself"},
+      {{"-w", "1", "-s", "1", "--port", "5", "--role", "worker", "--scheduler", "h:1", "--", "true"}, "excludes"},
+  };
+  for (const Case& c : cases) {
+    Captured r = Pslaunch(c.args);
+    std::string joined;
+    for (const auto& a : c.args) joined += a + " ";
+    EXPECT_EQ(r.status.ShellCode(), 2) << joined << "\n" << r.out << r.err;
+    EXPECT_TRUE(Contains(r.err, c.message)) << joined << "\n" << r.err;
+  }
+}
+
+TEST_F(PslaunchTest, MissingNodeBinaryIsReported) {
+  unlink((bin_dir_ + "/syncline-server").c_str());
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--", "true"});
+  EXPECT_EQ(r.status.ShellCode(), 127) << r.err;
+  EXPECT_TRUE(Contains(r.err, "syncline-server not found")) << r.err;
+}
+
+TEST_F(PslaunchTest, MissingWorkerCommandIsReported) {
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--", "/nonexistent/train.py"});
+  EXPECT_EQ(r.status.ShellCode(), 127) << r.err;
+  EXPECT_TRUE(Contains(r.err, "cannot start worker 0")) << r.err;
+}
+
+}  // namespace
+}  // namespace syncline::deploy
