@@ -57,3 +57,5 @@ if(NOT SYNCLINE_WITH_UCX STREQUAL "OFF")
 endif()
 
 message(STATUS "Syncline backends: CUDA=${SYNCLINE_HAVE_CUDA} NCCL=${SYNCLINE_HAVE_NCCL} UCX=${SYNCLINE_HAVE_UCX}")
+
+configure_file(${CMAKE_CURRENT_LIST_DIR}/config.h.in ${PROJECT_BINARY_DIR}/syncline/config.h)

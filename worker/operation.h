@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -65,17 +66,31 @@ class Operation : public std::enable_shared_from_this<Operation> {
 };
 
 // What PushPull returns: wait on it before touching the tensor again.
+// `finish`, if given, runs once after the operation succeeded (e.g. copying
+// a staged result back to GPU memory); its Status is what Wait returns.
 class OpHandle {
  public:
   OpHandle() = default;
-  explicit OpHandle(std::shared_ptr<Operation> op) : op_(std::move(op)) {}
+  explicit OpHandle(std::shared_ptr<Operation> op, std::function<Status()> finish = nullptr)
+      : op_(std::move(op)), finish_(finish ? std::make_shared<Finish>(std::move(finish)) : nullptr) {}
   Status Wait(Deadline deadline) const {
-    return op_ ? op_->Wait(deadline) : FailedPrecondition("waiting on an empty handle");
+    if (!op_) return FailedPrecondition("waiting on an empty handle");
+    Status st = op_->Wait(deadline);
+    if (!st.ok() || !finish_) return st;
+    std::call_once(finish_->once, [this] { finish_->result = finish_->run(); });
+    return finish_->result;
   }
   bool Done() const { return !op_ || op_->Done(); }
 
  private:
+  struct Finish {
+    explicit Finish(std::function<Status()> f) : run(std::move(f)) {}
+    std::function<Status()> run;
+    std::once_flag once;
+    Status result;
+  };
   std::shared_ptr<Operation> op_;
+  std::shared_ptr<Finish> finish_;
 };
 
 }  // namespace syncline

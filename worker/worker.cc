@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "transport/factory.h"
 #include "transport/wire.h"
+#include "worker/gpu/device_staging.h"
 
 namespace syncline {
 
@@ -28,7 +29,8 @@ Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings, std::un
 Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address)
     : settings_(settings),
       endpoint_(std::move(endpoint)),
-      client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address) {}
+      client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address),
+      cuda_(CudaDevicesPresent()) {}
 
 Worker::~Worker() {
   {
@@ -79,7 +81,27 @@ Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t 
   return reply.tensor_id();
 }
 
+Result<uint64_t> Worker::TensorBytes(TensorId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id >= tensors_.size() || tensors_[id].name.empty())
+    return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
+  return tensors_[id].num_elements * DTypeSize(tensors_[id].dtype);
+}
+
 Result<OpHandle> Worker::PushPull(TensorId id, void* data, bool average) {
+  if (!cuda_ || !IsDevicePointer(data)) {
+    SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, data, average));
+    return OpHandle(std::move(op));
+  }
+  // GPU tensor: copy to host -> push -> pull -> copy to device.
+  SYNCLINE_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(id));
+  SYNCLINE_ASSIGN_OR_RETURN(Buffer staged, DeviceStaging::CopyToHost(data, bytes));
+  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, staged.mutable_data(), average));
+  return OpHandle(std::move(op),
+                  [staged, data, bytes] { return DeviceStaging::CopyToDevice(data, staged.data(), bytes); });
+}
+
+Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data, bool average) {
   SYNCLINE_RETURN_IF_ERROR(client_.health());
   std::shared_ptr<Operation> op;
   std::vector<uint64_t> requests;
@@ -124,23 +146,30 @@ Result<OpHandle> Worker::PushPull(TensorId id, void* data, bool average) {
       break;
     }
   }
-  return OpHandle(op);
+  return op;
 }
 
 Status Worker::Broadcast(TensorId id, void* data, int root) {
   if (root < 0 || root >= settings_.num_workers)
     return InvalidArgument("broadcast root " + std::to_string(root) + " is not a worker rank");
-  uint64_t bytes;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (id >= tensors_.size() || tensors_[id].name.empty())
-      return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
-    bytes = tensors_[id].num_elements * DTypeSize(tensors_[id].dtype);
-  }
+  SYNCLINE_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(id));
   // The sum of the root's tensor and everyone else's zeros is the root's tensor.
-  if (rank() != root && bytes > 0) std::memset(data, 0, bytes);
-  SYNCLINE_ASSIGN_OR_RETURN(OpHandle handle, PushPull(id, data, /*average=*/false));
-  return handle.Wait(DefaultDeadline());
+  const bool device = cuda_ && IsDevicePointer(data);
+  Buffer staged;
+  void* host = data;
+  if (device) {
+    if (rank() == root) {
+      SYNCLINE_ASSIGN_OR_RETURN(staged, DeviceStaging::CopyToHost(data, bytes));
+    } else {
+      staged = Buffer::Zeros(bytes);
+    }
+    host = staged.mutable_data();
+  } else if (rank() != root && bytes > 0) {
+    std::memset(data, 0, bytes);
+  }
+  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host, /*average=*/false));
+  SYNCLINE_RETURN_IF_ERROR(op->Wait(DefaultDeadline()));
+  return device ? DeviceStaging::CopyToDevice(data, host, bytes) : Status::Ok();
 }
 
 Status Worker::Barrier() { return client_.Barrier(proto::WORKER, DefaultDeadline()); }

@@ -57,6 +57,8 @@ class Worker {
   // Starts summing the declared tensor `id` at `data` across all workers, in
   // place. With `average`, the sum is divided by the number of workers.
   // `data` must stay valid and untouched until the handle's Wait returns.
+  // `data` may be GPU memory (CUDA builds): it is staged through pinned host
+  // memory and the result copied back when Wait succeeds.
   Result<OpHandle> PushPull(TensorId id, void* data, bool average);
   // Copies `data` of worker `root` into `data` of every worker (blocking).
   Status Broadcast(TensorId id, void* data, int root);
@@ -84,6 +86,9 @@ class Worker {
   };
 
   Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address);
+  // PushPull of host memory.
+  Result<std::shared_ptr<Operation>> PushPullHost(TensorId id, void* data, bool average);
+  Result<uint64_t> TensorBytes(TensorId id);
   Status Start(const std::string& listen_address);
   void OnMessage(Message&& m);
   void FailAll(const Status& status);
@@ -92,6 +97,7 @@ class Worker {
   std::unique_ptr<Endpoint> endpoint_;
   SchedulerClient client_;
   std::atomic<uint64_t> next_request_{1};
+  const bool cuda_ = false;  // CUDA devices present: pointers may be device memory
 
   std::mutex mu_;
   std::vector<Tensor> tensors_;                          // GUARDED_BY(mu_), index = TensorId
