@@ -1,0 +1,206 @@
+// syncline-bench-summation: throughput of SummationEngine::SumInto for each
+// dtype, buffer size (4 KiB .. 64 MiB, powers of 4) and thread count (1, 2),
+// printed beside two references measured in the same run on the same buffers
+// and thread split: the plain fp32 loop of plain_loop.cc, and memcpy (the
+// memory-bandwidth ceiling).
+//
+// Bytes counted: sum-into and the plain loop move 3x the buffer size (read
+// dst, read src, write dst); memcpy moves 2x (read src, write dst). Every
+// figure is the median over repetitions, each repetition long enough (>= 5
+// ms) to swamp timer resolution. Machines here are noisy: read the ratios.
+//
+// Usage: syncline-bench-summation [--reps=N] [--max-mib=N]
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "plain_loop.h"
+#include "summation/engine.h"
+#include "summation/half.h"
+
+namespace syncline::bench {
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+constexpr double kMinRepSeconds = 0.005;
+// Same smallest piece as the engine's slices, so the references are split
+// across threads exactly when the engine splits.
+constexpr size_t kMinPieceBytes = 32 * 1024;
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Bytes = std::unique_ptr<uint8_t, AlignedFree>;
+
+Bytes Allocate(size_t bytes) {
+  Bytes b(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+  if (!b) {
+    std::fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
+    std::exit(1);
+  }
+  std::memset(b.get(), 0, bytes);  // fault the pages in before timing
+  return b;
+}
+
+// Keeps the compiler from dropping work whose result is never read.
+void Clobber(void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+// Median seconds per call of fn().
+template <typename Fn>
+double MedianSecondsPerCall(const Fn& fn, int reps) {
+  fn();  // warm caches and TBB threads
+  auto t0 = std::chrono::steady_clock::now();
+  fn();
+  const double once = Seconds(std::chrono::steady_clock::now() - t0).count();
+  const long iters = std::clamp(static_cast<long>(std::ceil(kMinRepSeconds / std::max(once, 1e-9))), 1L, 1L << 20);
+  std::vector<double> samples;
+  for (int r = 0; r < reps; ++r) {
+    t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < iters; ++i) fn();
+    samples.push_back(Seconds(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(iters));
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+// Runs fn(offset, length) over [0, bytes) in up to `threads` pieces of whole
+// cache lines, on a private arena as the engine does.
+class Splitter {
+ public:
+  explicit Splitter(int threads) : threads_(threads), arena_(threads) { arena_.initialize(); }
+
+  template <typename Fn>
+  void Run(size_t bytes, const Fn& fn) {
+    const size_t pieces = std::clamp<size_t>(bytes / kMinPieceBytes, 1, static_cast<size_t>(threads_));
+    if (pieces == 1) {
+      fn(size_t{0}, bytes);
+      return;
+    }
+    auto edge = [&](size_t p) { return p == pieces ? bytes : (bytes * p / pieces) / 64 * 64; };
+    arena_.execute([&] {
+      tbb::parallel_for(
+          tbb::blocked_range<size_t>(0, pieces, 1),
+          [&](const tbb::blocked_range<size_t>& r) {
+            for (size_t p = r.begin(); p != r.end(); ++p) fn(edge(p), edge(p + 1) - edge(p));
+          },
+          tbb::static_partitioner());
+    });
+  }
+
+ private:
+  int threads_;
+  tbb::task_arena arena_;
+};
+
+// Fills a buffer with 1.0 in dtype t: sums then grow without ever producing
+// subnormals or NaN (16-bit types saturate at a finite value), so the timing
+// never hits a slow path.
+void FillOnes(DType t, uint8_t* p, size_t bytes) {
+  const size_t n = bytes / DTypeSize(t);
+  for (size_t i = 0; i < n; ++i) {
+    switch (t) {
+      case DType::kFloat32: reinterpret_cast<float*>(p)[i] = 1.0f; break;
+      case DType::kFloat64: reinterpret_cast<double*>(p)[i] = 1.0; break;
+      case DType::kFloat16: reinterpret_cast<uint16_t*>(p)[i] = FloatToHalf(1.0f); break;
+      case DType::kBFloat16: reinterpret_cast<uint16_t*>(p)[i] = FloatToBf16(1.0f); break;
+    }
+  }
+}
+
+std::string SizeName(size_t bytes) {
+  if (bytes >= (size_t{1} << 20)) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes >> 10) + " KiB";
+}
+
+double GBps(size_t bytes_moved, double seconds) { return static_cast<double>(bytes_moved) / seconds / 1e9; }
+
+int Main(int argc, char** argv) {
+  int reps = 9;
+  size_t max_bytes = size_t{64} << 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--reps=", 0) == 0) {
+      reps = std::max(1, std::atoi(arg.c_str() + 7));
+    } else if (arg.rfind("--max-mib=", 0) == 0) {
+      max_bytes = std::max<size_t>(1, std::strtoull(arg.c_str() + 10, nullptr, 10)) << 20;
+    } else {
+      std::fprintf(stderr, "usage: %s [--reps=N] [--max-mib=N]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::vector<size_t> sizes;
+  for (size_t b = 4096; b <= max_bytes; b *= 4) sizes.push_back(b);
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16};
+  const int thread_counts[] = {1, 2};
+
+  Bytes dst = Allocate(max_bytes), src = Allocate(max_bytes);
+  // (threads, bytes) -> GB/s of the references; (dtype, threads, bytes) -> GB/s of sum-into.
+  std::map<std::pair<int, size_t>, std::pair<double, double>> refs;
+  std::map<std::tuple<int, int, size_t>, double> sums;
+  for (int threads : thread_counts) {
+    SummationEngine engine(threads, /*parallel_threshold_bytes=*/0);  // split whenever it can
+    Splitter split(threads);
+    for (size_t bytes : sizes) {
+      FillOnes(DType::kFloat32, dst.get(), bytes);
+      FillOnes(DType::kFloat32, src.get(), bytes);
+      auto* d = dst.get();
+      const auto* s = src.get();
+      const double plain = MedianSecondsPerCall([&] {
+        split.Run(bytes, [&](size_t off, size_t len) {
+          PlainSumF32(reinterpret_cast<float*>(d + off), reinterpret_cast<const float*>(s + off), len / 4);
+        });
+      }, reps);
+      const double copy = MedianSecondsPerCall([&] {
+        split.Run(bytes, [&](size_t off, size_t len) { std::memcpy(d + off, s + off, len); });
+        Clobber(d);
+      }, reps);
+      refs[{threads, bytes}] = {GBps(3 * bytes, plain), GBps(2 * bytes, copy)};
+      for (DType t : dtypes) {
+        FillOnes(t, dst.get(), bytes);
+        FillOnes(t, src.get(), bytes);
+        const size_t n = bytes / DTypeSize(t);
+        const double sec = MedianSecondsPerCall([&] { engine.SumInto(t, d, s, n); }, reps);
+        sums[{static_cast<int>(t), threads, bytes}] = GBps(3 * bytes, sec);
+      }
+    }
+  }
+
+  std::printf("syncline-bench-summation: SumInto GB/s (3 x bytes moved), median of %d reps; "
+              "hardware threads: %u\n", reps, std::thread::hardware_concurrency());
+  std::printf("plain = fp32 dst[i] += src[i] at -O2 in its own TU (3 x bytes); "
+              "memcpy counts 2 x bytes; both split over the same threads\n\n");
+  std::printf("%-5s %8s %3s %10s %10s %10s %9s %10s\n", "dtype", "size", "thr", "sum GB/s",
+              "plain GB/s", "memcpyGB/s", "vs plain", "vs memcpy");
+  for (DType t : dtypes) {
+    for (int threads : thread_counts) {
+      for (size_t bytes : sizes) {
+        const double sum = sums[{static_cast<int>(t), threads, bytes}];
+        const auto [plain, copy] = refs[{threads, bytes}];
+        std::printf("%-5s %8s %3d %10.2f %10.2f %10.2f %8.2fx %9.2fx\n", DTypeName(t),
+                    SizeName(bytes).c_str(), threads, sum, plain, copy, sum / plain, sum / copy);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace syncline::bench
+
+int main(int argc, char** argv) { return syncline::bench::Main(argc, argv); }

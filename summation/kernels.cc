@@ -1,0 +1,193 @@
+#include "summation/kernels.h"
+
+#include <cstdint>
+
+#include "summation/half.h"
+
+// Runtime CPU dispatch, two ways:
+// - Plain loops (fp32, fp64, bf16) carry SYNCLINE_CPU_CLONES: GCC/clang
+//   compile each three times and an ifunc resolver picks one when the program
+//   loads. x86-64-v4 is AVX-512 F/BW/DQ/VL (BW matters for 16-bit lanes), v3
+//   is AVX2 + FMA + F16C. The compiler vectorizes them (-O3 on this library).
+// - fp16 also has loops written with the F16C conversion instructions (8 or
+//   16 halves per instruction), chosen once by CPUID: the compiler does not
+//   vectorize _Float16 conversions (GCC 12), and the portable bit-level
+//   conversion is compute-bound at about a third of memory bandwidth.
+//   F16C rounds exactly like half.h (nearest even, FTZ/DAZ do not apply to
+//   values that came from halves), so every path gives the same bits.
+// SYNCLINE_NO_RUNTIME_DISPATCH turns both off and selects by the compile
+// flags instead (-march=...); the tests use it to check each path on its own.
+// The library is built with -ffp-contract=off so no clone fuses operations.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define SYNCLINE_X86_SIMD 1
+#include <immintrin.h>
+#endif
+#if defined(SYNCLINE_X86_SIMD) && !defined(SYNCLINE_NO_RUNTIME_DISPATCH) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define SYNCLINE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef SYNCLINE_CPU_CLONES
+#define SYNCLINE_CPU_CLONES
+#endif
+
+namespace syncline::kernels {
+namespace {
+
+SYNCLINE_CPU_CLONES
+void SumF32(float* __restrict dst, const float* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+SYNCLINE_CPU_CLONES
+void SumF64(double* __restrict dst, const double* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// Portable fp16; also the tail of the F16C loops.
+SYNCLINE_CPU_CLONES
+void SumF16Portable(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = FloatToHalf(HalfToFloat(dst[i]) + HalfToFloat(src[i]));
+}
+
+SYNCLINE_CPU_CLONES
+void SumBf16(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = FloatToBf16(Bf16ToFloat(dst[i]) + Bf16ToFloat(src[i]));
+}
+
+SYNCLINE_CPU_CLONES
+void ScaleF32(float* __restrict data, size_t n, float factor) {
+  for (size_t i = 0; i < n; ++i) data[i] *= factor;
+}
+
+SYNCLINE_CPU_CLONES
+void ScaleF64(double* __restrict data, size_t n, double factor) {
+  for (size_t i = 0; i < n; ++i) data[i] *= factor;
+}
+
+SYNCLINE_CPU_CLONES
+void ScaleF16Portable(uint16_t* __restrict data, size_t n, float factor) {
+  for (size_t i = 0; i < n; ++i) data[i] = FloatToHalf(HalfToFloat(data[i]) * factor);
+}
+
+SYNCLINE_CPU_CLONES
+void ScaleBf16(uint16_t* __restrict data, size_t n, float factor) {
+  for (size_t i = 0; i < n; ++i) data[i] = FloatToBf16(Bf16ToFloat(data[i]) * factor);
+}
+
+#ifdef SYNCLINE_X86_SIMD
+// Rounding immediate for vcvtps2ph: nearest even, regardless of MXCSR.
+constexpr int kRne = _MM_FROUND_TO_NEAREST_INT;
+constexpr __mmask16 kAll = 0xffff;
+
+[[maybe_unused]] __attribute__((target("avx2,f16c")))
+void SumF16Avx2(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dst + i)));
+    const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_add_ps(a, b), kRne));
+  }
+  SumF16Portable(dst + i, src + i, n - i);
+}
+
+[[maybe_unused]] __attribute__((target("avx2,f16c")))
+void ScaleF16Avx2(uint16_t* __restrict data, size_t n, float factor) {
+  const __m256 f = _mm256_set1_ps(factor);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(data + i), _mm256_cvtps_ph(_mm256_mul_ps(a, f), kRne));
+  }
+  ScaleF16Portable(data + i, n - i, factor);
+}
+
+// (The maskz forms with an all-ones mask compile to the plain instructions;
+// the unmasked intrinsics trip a false -Wmaybe-uninitialized in GCC 12.)
+[[maybe_unused]] __attribute__((target("avx512f")))
+void SumF16Avx512(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + i)));
+    const __m512 b = _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_maskz_cvtps_ph(kAll, _mm512_add_ps(a, b), kRne));
+  }
+  SumF16Avx2(dst + i, src + i, n - i);  // AVX-512F machines all have AVX2 and F16C
+}
+
+[[maybe_unused]] __attribute__((target("avx512f")))
+void ScaleF16Avx512(uint16_t* __restrict data, size_t n, float factor) {
+  const __m512 f = _mm512_set1_ps(factor);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(data + i),
+                        _mm512_maskz_cvtps_ph(kAll, _mm512_mul_ps(a, f), kRne));
+  }
+  ScaleF16Avx2(data + i, n - i, factor);
+}
+#endif  // SYNCLINE_X86_SIMD
+
+struct F16Loops {
+  void (*sum)(uint16_t* __restrict, const uint16_t* __restrict, size_t);
+  void (*scale)(uint16_t* __restrict, size_t, float);
+};
+
+F16Loops ChooseF16Loops() {
+#if defined(SYNCLINE_X86_SIMD) && !defined(SYNCLINE_NO_RUNTIME_DISPATCH)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return {SumF16Avx512, ScaleF16Avx512};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return {SumF16Avx2, ScaleF16Avx2};
+#elif defined(SYNCLINE_X86_SIMD) && defined(__AVX512F__)
+  return {SumF16Avx512, ScaleF16Avx512};
+#elif defined(SYNCLINE_X86_SIMD) && defined(__AVX2__) && defined(__F16C__)
+  return {SumF16Avx2, ScaleF16Avx2};
+#endif
+  return {SumF16Portable, ScaleF16Portable};
+}
+
+const F16Loops& F16() {
+  static const F16Loops loops = ChooseF16Loops();  // thread-safe one-time init
+  return loops;
+}
+
+}  // namespace
+
+void SumInto(DType t, void* dst, const void* src, size_t num_elements) {
+  switch (t) {
+    case DType::kFloat32:
+      SumF32(static_cast<float*>(dst), static_cast<const float*>(src), num_elements);
+      return;
+    case DType::kFloat64:
+      SumF64(static_cast<double*>(dst), static_cast<const double*>(src), num_elements);
+      return;
+    case DType::kFloat16:
+      F16().sum(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), num_elements);
+      return;
+    case DType::kBFloat16:
+      SumBf16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), num_elements);
+      return;
+  }
+  // Not a DType enumerator: documented as a no-op (callers validate dtypes on receipt).
+}
+
+void Scale(DType t, void* data, size_t num_elements, double factor) {
+  const float f32 = static_cast<float>(factor);
+  switch (t) {
+    case DType::kFloat32:
+      ScaleF32(static_cast<float*>(data), num_elements, f32);
+      return;
+    case DType::kFloat64:
+      ScaleF64(static_cast<double*>(data), num_elements, factor);
+      return;
+    case DType::kFloat16:
+      F16().scale(static_cast<uint16_t*>(data), num_elements, f32);
+      return;
+    case DType::kBFloat16:
+      ScaleBf16(static_cast<uint16_t*>(data), num_elements, f32);
+      return;
+  }
+}
+
+}  // namespace syncline::kernels
