@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Transport benchmark: push+pull goodput through real scheduler/server/worker
+processes on this host, next to raw ZeroMQ between two processes measured in
+the same run, with the ratios the targets are stated in.
+
+  bench/transport/run.py                       # all transports built, 1 and 2 workers
+  bench/transport/run.py --transports tcp --runs 5 --markdown docs/transport-results.md
+
+Goodput counts a worker's tensor bytes once per direction: 2 * bytes / time of
+one push_pull (push and pull overlap per chunk). The raw reference is a
+one-directional zero-copy PUSH/PULL stream, i.e. bytes moved per second between
+two processes: the same unit. Medians over --runs runs.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KIB, MIB = 1024, 1024 * 1024
+DEFAULT_SIZES = [4 * KIB, 64 * KIB, 1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB]
+
+
+def run_json(argv, env=None, timeout=600):
+    out = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=timeout)
+    if out.returncode != 0:
+        sys.exit(f"failed ({out.returncode}): {' '.join(argv)}\n{out.stdout[-3000:]}")
+    rows = []
+    for line in out.stdout.splitlines():
+        start = line.find("{")
+        if start >= 0:
+            try:
+                rows.append(json.loads(line[start:]))
+            except json.JSONDecodeError:
+                pass
+    return rows
+
+
+def raw_zmq(bin_dir, sizes, seconds):
+    stream = {}
+    for size in sizes:
+        rows = run_json([str(bin_dir / "syncline-bench-raw-zmq"), "--mode", "stream", "--size", str(size),
+                         "--seconds", str(seconds)])
+        stream[size] = rows[0]["MBps"]
+    ping = run_json([str(bin_dir / "syncline-bench-raw-zmq"), "--mode", "pingpong", "--size", str(4 * KIB)])
+    return stream, ping[0]["round_trip_us"]
+
+
+def syncline(bin_dir, transport, workers, sizes, seconds):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_"))}
+    env["SYNCLINE_LOG_LEVEL"] = "warn"
+    argv = [str(bin_dir / "pslaunch"), "--workers", str(workers), "--servers", "1", "--timeout", "600"]
+    if transport == "shm":
+        env["SYNCLINE_SHM"] = "1"
+        transport = "tcp"
+    argv += ["--transport", transport, "--", str(bin_dir / "syncline-bench-worker"),
+             "--sizes", ",".join(map(str, sizes)), "--seconds", str(seconds)]
+    rows = run_json(argv, env=env)
+    goodput, rtt = {}, {}
+    for size in sizes:
+        mine = [r for r in rows if r.get("bytes") == size]
+        if len(mine) != workers:
+            sys.exit(f"{transport}: expected {workers} results for {size} bytes, got {mine}")
+        goodput[size] = statistics.mean(r["goodput_MBps"] for r in mine)
+        rtt[size] = statistics.mean(r["round_trip_us"] for r in mine)
+    return goodput, rtt
+
+
+def human(size):
+    return f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default=os.environ.get("SYNCLINE_BUILD_DIR", ROOT / "build"), type=Path)
+    ap.add_argument("--transports", default="tcp,ipc,ucx", help="comma list of tcp, ipc, ucx, shm")
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=1.5, help="time per size per run")
+    ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
+    ap.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    args = ap.parse_args()
+    bin_dir = args.build_dir / "bin"
+    sizes = [int(s) for s in args.sizes.split(",")]
+    transports = [t for t in args.transports.split(",") if t]
+    worker_counts = [int(w) for w in args.workers.split(",")]
+
+    raw_runs, raw_rtt_runs = [], []
+    results = {(t, w): [] for t in transports for w in worker_counts}
+    for run in range(args.runs):
+        print(f"run {run + 1}/{args.runs} ...", file=sys.stderr, flush=True)
+        stream, rtt = raw_zmq(bin_dir, sizes, args.seconds)
+        raw_runs.append(stream)
+        raw_rtt_runs.append(rtt)
+        for t in transports:
+            for w in worker_counts:
+                results[(t, w)].append(syncline(bin_dir, t, w, sizes, args.seconds))
+
+    raw = {s: statistics.median(r[s] for r in raw_runs) for s in sizes}
+    raw_rtt = statistics.median(raw_rtt_runs)
+    lines = [f"Medians of {args.runs} runs; goodput in MB/s per worker (push+pull bytes / time); "
+             f"ratio = goodput / raw ZeroMQ stream at the same size.", ""]
+    header = "| size | raw zmq stream |" + "".join(f" {t}, {w}w | ratio |" for t in transports for w in worker_counts)
+    lines += [header, "|" + " --- |" * (2 + 2 * len(transports) * len(worker_counts))]
+    medians = {}
+    for key, runs in results.items():
+        medians[key] = ({s: statistics.median(r[0][s] for r in runs) for s in sizes},
+                        {s: statistics.median(r[1][s] for r in runs) for s in sizes})
+    for s in sizes:
+        row = f"| {human(s)} | {raw[s]:.0f} |"
+        for t in transports:
+            for w in worker_counts:
+                g = medians[(t, w)][0][s]
+                row += f" {g:.0f} | {g / raw[s]:.2f} |"
+        lines.append(row)
+    lines += ["", f"4 KiB round trip: raw ZeroMQ ping-pong {raw_rtt:.0f} us"]
+    for t in transports:
+        for w in worker_counts:
+            g, rtt = medians[(t, w)]
+            small = min(sizes)
+            line = f"- {t}, {w} worker(s): 4 KiB push+pull {rtt[small]:.0f} us ({rtt[small] / raw_rtt:.1f}x raw)"
+            if 64 * MIB in g and 4 * MIB in g:
+                line += f"; 64 MiB / 4 MiB goodput {g[64 * MIB] / g[4 * MIB]:.2f}"
+            lines.append(line)
+    if "shm" in transports and "tcp" in transports:
+        for w in worker_counts:
+            ratios = [medians[("shm", w)][0][s] / medians[("tcp", w)][0][s] for s in sizes if s >= MIB]
+            lines.append(f"- shared memory vs tcp, {w} worker(s), >= 1 MiB: " +
+                         ", ".join(f"{r:.2f}x" for r in ratios))
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
