@@ -110,6 +110,8 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_WORKER_RANK", {{"DMLC_WORKER_ID", 1}}, Integer(&Settings::worker_rank, -1, 65534)},
       {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc"})},
       {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},
+      {"SYNCLINE_SHM", {}, Boolean(&Settings::shm)},
+      {"SYNCLINE_SHM_BYTES", {}, Integer(&Settings::shm_bytes, 1 << 20, 1ll << 40)},
       {"SYNCLINE_PARTITION_BYTES", {{"BYTEPS_PARTITION_BYTES", 1}},
        Integer(&Settings::partition_bytes, 64, 1ll << 34)},
       {"SYNCLINE_ASYNC", {{"BYTEPS_ENABLE_ASYNC", 1}}, Boolean(&Settings::async)},

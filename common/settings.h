@@ -44,6 +44,14 @@ struct Settings {
   // SYNCLINE_TRANSPORT. "tcp" (ZeroMQ over TCP, default) or "ipc" (ZeroMQ over
   // Unix sockets; single host only). The scheduler is always reached over TCP.
   std::string transport = "tcp";
+  // SYNCLINE_SHM. Payloads between a worker and a server on the same machine
+  // (same kernel and network namespace) go through shared memory instead of
+  // the socket; headers still use the transport.
+  bool shm = true;
+  // SYNCLINE_SHM_BYTES. Size of each shared-memory outbox (one per colocated
+  // peer a node sends to); memory is committed as it is first used. A
+  // payload that does not fit goes through the socket.
+  uint64_t shm_bytes = 256ull << 20;
   // SYNCLINE_JOB_TOKEN. Shared secret a node must present to join the job.
   // pslaunch generates one per job; empty means "no secret" (trusted networks).
   std::string job_token;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/host_identity.h"
 #include "common/logging.h"
 #include "transport/wire.h"
 
@@ -40,6 +41,8 @@ Status SchedulerClient::Join(const std::string& my_address) {
   body->set_token(settings_.job_token);
   body->set_requested_rank(role_ == Role::kWorker ? settings_.worker_rank : -1);
   body->set_hostname(Hostname());
+  body->set_host_id(HostIdentity());
+  body->set_pid(getpid());
   SYNCLINE_RETURN_IF_ERROR(Send(std::move(reg)));
   {
     std::unique_lock<std::mutex> lock(mu_);

@@ -120,6 +120,8 @@ void Scheduler::OnRegister(const Message& m) {
   node.info.set_rank(r.requested_rank());
   node.info.set_address(r.address());
   node.info.set_hostname(r.hostname());
+  node.info.set_host_id(r.host_id());
+  node.info.set_pid(r.pid());
   node.last_seen = Clock::now();
   if (Status st = endpoint_->Connect(id, r.address()); !st.ok()) return reject(st.message());
   nodes_[id] = node;

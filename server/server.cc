@@ -4,23 +4,27 @@
 
 #include "common/logging.h"
 #include "transport/factory.h"
+#include "transport/shm/colocation.h"
 
 namespace syncline {
 namespace {
 // A server waits for the job as long as it runs; heartbeats, not this
 // deadline, are what end a job whose peers died.
 constexpr auto kJobLifetime = std::chrono::hours(24 * 365);
+// Requests queued per summation lane before the network thread waits:
+// bounds server memory while a lane is busy.
+constexpr size_t kMaxPendingPerLane = 4096;
 }  // namespace
 
 Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::string listen_address,
                std::string scheduler_address)
     : settings_(std::move(settings)),
-      endpoint_(std::move(endpoint)),
+      endpoint_(WrapForSharedMemory(settings_, std::move(endpoint), &shm_)),
       listen_address_(std::move(listen_address)),
       client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address)),
       engine_(settings_.sum_threads),
       store_(KeyStoreOptions{settings_.num_workers, settings_.async, settings_.deterministic}, &engine_, &pool_),
-      lanes_(settings_.server_threads) {}
+      lanes_(settings_.server_threads, kMaxPendingPerLane) {}
 
 Server::~Server() {
   lanes_.Shutdown();
@@ -36,10 +40,12 @@ Status Server::Run() {
                             endpoint_->Listen(want, [this](Message&& m) { OnMessage(std::move(m)); }));
   SYNCLINE_LOG_INFO("server listening at {}", address);
   SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
-  for (const auto& w : client_.NodesOf(proto::WORKER)) {
+  const auto workers = client_.NodesOf(proto::WORKER);
+  for (const auto& w : workers) {
     SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(w.id(), w.address()));
     worker_rank_[w.id()] = w.rank();
   }
+  MarkColocatedPeers(shm_, workers);
   std::vector<std::shared_ptr<Message>> early;
   {
     std::lock_guard<std::mutex> lock(pending_mu_);

@@ -18,6 +18,7 @@
 #include "server/key_store.h"
 #include "summation/engine.h"
 #include "summation/lanes.h"
+#include "transport/shm/shm_endpoint.h"
 #include "transport/transport.h"
 
 namespace syncline {
@@ -44,6 +45,7 @@ class Server {
   void SendReplies(std::vector<Reply>& replies);
 
   const Settings settings_;
+  ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
   std::unique_ptr<Endpoint> endpoint_;
   const std::string listen_address_;
   SchedulerClient client_;

@@ -41,7 +41,12 @@ Status ValidateMessage(const Message& m) {
   const proto::Header& h = m.header;
   if (!proto::Op_IsValid(h.op()) || h.op() == proto::OP_UNKNOWN)
     return InvalidArgument("unknown op " + std::to_string(h.op()));
-  const uint64_t bytes = PayloadBytes(m);
+  uint64_t bytes = PayloadBytes(m);
+  if (h.has_shm()) {
+    if (!m.payloads.empty()) return InvalidArgument("a shared-memory message carries no payload frames");
+    bytes = 0;
+    for (uint64_t l : h.shm().frame_lengths()) bytes += l;
+  }
   if (h.byte_length() != bytes)
     return InvalidArgument("header says " + std::to_string(h.byte_length()) + " payload bytes, frames hold " +
                            std::to_string(bytes));

@@ -22,7 +22,8 @@ std::string EncodeHeader(const proto::Header& header);
 Result<Message> DecodeMessage(const void* header_bytes, size_t header_size, std::vector<Buffer> payloads);
 Status ValidateMessage(const Message& message);
 
-// Totals the payload sizes of `message` (what header.byte_length must equal).
+// Totals the payload frames' sizes of `message` (what header.byte_length must
+// equal, unless the frames travel in shared memory: header.shm).
 uint64_t PayloadBytes(const Message& message);
 
 }  // namespace syncline

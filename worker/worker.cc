@@ -5,6 +5,7 @@
 
 #include "common/logging.h"
 #include "transport/factory.h"
+#include "transport/shm/colocation.h"
 #include "transport/wire.h"
 #include "worker/gpu/device_staging.h"
 
@@ -28,7 +29,7 @@ Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings, std::un
 
 Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address)
     : settings_(settings),
-      endpoint_(std::move(endpoint)),
+      endpoint_(WrapForSharedMemory(settings_, std::move(endpoint), &shm_)),
       client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address),
       cuda_(CudaDevicesPresent()) {}
 
@@ -46,8 +47,9 @@ Status Worker::Start(const std::string& listen_address) {
                             endpoint_->Listen(listen_address, [this](Message&& m) { OnMessage(std::move(m)); }));
   client_.SetAbortHandler([this](const Status& st) { FailAll(st); });
   SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
-  for (const auto& s : client_.NodesOf(proto::SERVER))
-    SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));
+  const auto servers = client_.NodesOf(proto::SERVER);
+  for (const auto& s : servers) SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));
+  MarkColocatedPeers(shm_, servers);
   SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers", client_.my_rank(), settings_.num_workers,
                     client_.NodesOf(proto::SERVER).size());
   return Status::Ok();

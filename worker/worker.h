@@ -28,6 +28,7 @@
 #include "common/dtype.h"
 #include "common/settings.h"
 #include "scheduler/client.h"
+#include "transport/shm/shm_endpoint.h"
 #include "transport/transport.h"
 #include "worker/operation.h"
 
@@ -68,6 +69,9 @@ class Worker {
   // done. Later calls return the first result.
   Status Shutdown();
 
+  // Traffic through shared memory (zeros when it is off or unused).
+  ShmEndpoint::ShmStats shm_stats() const { return shm_ ? shm_->shm_stats() : ShmEndpoint::ShmStats{}; }
+
   // Deadline for one blocking call (settings: request_timeout_ms).
   Deadline DefaultDeadline() const { return Deadline::AfterMs(settings_.request_timeout_ms); }
 
@@ -94,6 +98,7 @@ class Worker {
   void FailAll(const Status& status);
 
   const Settings settings_;
+  ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
   std::unique_ptr<Endpoint> endpoint_;
   SchedulerClient client_;
   std::atomic<uint64_t> next_request_{1};

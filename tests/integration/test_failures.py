@@ -67,6 +67,8 @@ def test_garbage_to_scheduler_and_server_ports_does_not_stop_the_job(cluster_fac
     server_port = free_port()
     c.start_scheduler()
     c.start_server(0, SYNCLINE_PORT=server_port)
+    assert c.wait_for_output("scheduler", "listening at", timeout=30), c.output("scheduler")
+    assert c.wait_for_output("server 0", "server listening at", timeout=30), c.output("server 0")
     send_garbage(c.port)  # before the job starts
     send_garbage(server_port)
     args = ["--rounds", "40", "--tensors", "fp32:20000,bf16:3000"]

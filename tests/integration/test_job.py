@@ -13,10 +13,13 @@ def digests(output):
     return re.findall(r"result digest ([0-9a-f]{16})", output)
 
 
-@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
 def test_many_rounds_every_dtype_exact(transport):
+    # "shm": payloads through shared memory, headers over tcp; the others keep payloads on the socket.
+    env = {"SYNCLINE_TRANSPORT": "tcp", "SYNCLINE_SHM": 1} if transport == "shm" else \
+        {"SYNCLINE_TRANSPORT": transport, "SYNCLINE_SHM": 0}
     code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "120", "--quiet", "--tensors", ALL_DTYPES_SMALL_TO_MEDIUM],
-                             env={"SYNCLINE_TRANSPORT": transport, "SYNCLINE_PARTITION_BYTES": 65536})
+                             env={**env, "SYNCLINE_PARTITION_BYTES": 65536})
     assert code == 0, out
     assert out.count("round 120/120") == 3, out
     assert out.count("done: 120 rounds") == 3, out

@@ -31,6 +31,7 @@ class InProcessJob {
     int heartbeat_timeout_ms = 2000;
     int request_timeout_ms = 20000;
     int external_workers = 0;  // of `workers`, how many the test starts itself
+    bool shm = false;          // payloads through shared memory (all nodes share this process)
   };
 
   explicit InProcessJob(Options options) : options_(std::move(options)) {}
@@ -54,6 +55,7 @@ class InProcessJob {
     s.request_timeout_ms = options_.request_timeout_ms;
     s.startup_timeout_ms = 20000;
     s.job_token = "test-token";
+    s.shm = options_.shm;
     s.server_threads = 2;
     s.sum_threads = 1;
     s.transport = options_.transport == "loopback" ? "tcp" : options_.transport;

@@ -59,11 +59,23 @@ void ExpectAllOk(const std::vector<Status>& statuses) {
   for (size_t i = 0; i < statuses.size(); ++i) EXPECT_TRUE(statuses[i].ok()) << "worker " << i << ": " << statuses[i].ToString();
 }
 
-class WorkerJobTest : public ::testing::TestWithParam<std::string> {};
+// The parameter names a transport, with "+shm" for payloads through shared memory.
+class WorkerJobTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  InProcessJob::Options OptionsFromParam() const {
+    InProcessJob::Options o;
+    std::string p = GetParam();
+    if (auto plus = p.find("+shm"); plus != std::string::npos) {
+      o.shm = true;
+      p = p.substr(0, plus);
+    }
+    o.transport = p;
+    return o;
+  }
+};
 
 TEST_P(WorkerJobTest, PushPullSumsExactlyForEveryDtypeAndSize) {
-  InProcessJob::Options o;
-  o.transport = GetParam();
+  InProcessJob::Options o = OptionsFromParam();
   InProcessJob job(o);
   ASSERT_TRUE(job.Start().ok());
   struct Spec { std::string name; DType dtype; size_t n; };
@@ -94,12 +106,20 @@ TEST_P(WorkerJobTest, PushPullSumsExactlyForEveryDtypeAndSize) {
     }
     return Status::Ok();
   }));
+  for (int r = 0; r < job.num_workers(); ++r) {
+    const auto shm = job.worker(r).shm_stats();
+    if (GetParam().find("+shm") != std::string::npos) {
+      EXPECT_GT(shm.messages_sent, 0u) << "pushes should go through shared memory";
+      EXPECT_GT(shm.messages_received, 0u) << "pulls should come through shared memory";
+    } else {
+      EXPECT_EQ(shm.messages_sent + shm.messages_received, 0u);
+    }
+  }
   EXPECT_TRUE(job.Finish().ok());
 }
 
 TEST_P(WorkerJobTest, AverageAndBroadcast) {
-  InProcessJob::Options o;
-  o.transport = GetParam();
+  InProcessJob::Options o = OptionsFromParam();
   o.workers = 2;  // dividing by 2 is exact
   InProcessJob job(o);
   ASSERT_TRUE(job.Start().ok());
@@ -120,6 +140,8 @@ TEST_P(WorkerJobTest, AverageAndBroadcast) {
   EXPECT_TRUE(job.Finish().ok());
 }
 
+INSTANTIATE_TEST_SUITE_P(SharedMemory, WorkerJobTest, ::testing::Values("loopback+shm", "tcp+shm"),
+                         [](const auto& info) { return info.param.substr(0, info.param.find('+')) + "_shm"; });
 INSTANTIATE_TEST_SUITE_P(Transports, WorkerJobTest, ::testing::Values("loopback", "tcp", "ipc"));
 
 TEST(WorkerJob, DeterministicModeIsBitIdenticalAcrossRuns) {

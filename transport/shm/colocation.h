@@ -1,0 +1,35 @@
+// Colocation: wraps a node's endpoint in a ShmEndpoint when shared memory is
+// on, and marks the peers of the address book that share this machine.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/host_identity.h"
+#include "common/settings.h"
+#include "transport/shm/shm_endpoint.h"
+
+namespace syncline {
+
+// `*shm` is set to the wrapper (or null when shared memory is off).
+inline std::unique_ptr<Endpoint> WrapForSharedMemory(const Settings& settings, std::unique_ptr<Endpoint> inner,
+                                                     ShmEndpoint** shm) {
+  *shm = nullptr;
+  if (!settings.shm) return inner;
+  ShmOptions options;
+  options.outbox_bytes = settings.shm_bytes;
+  auto wrapped = std::make_unique<ShmEndpoint>(std::move(inner), options);
+  *shm = wrapped.get();
+  return wrapped;
+}
+
+// Marks every peer in `peers` on this machine (same host identity) colocated.
+inline void MarkColocatedPeers(ShmEndpoint* shm, const std::vector<proto::NodeInfo>& peers) {
+  if (shm == nullptr) return;
+  const std::string me = HostIdentity();
+  if (me.empty()) return;
+  for (const auto& p : peers)
+    if (p.host_id() == me) shm->MarkColocated(p.id(), p.pid());
+}
+
+}  // namespace syncline

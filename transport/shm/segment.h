@@ -1,0 +1,92 @@
+// Shared-memory segments for payloads between colocated processes.
+//
+// Outbox: a sender's segment for one peer — an anonymous memfd, so the
+// kernel frees it when the last process holding it dies: nothing to clean up
+// by hand. Payloads are placed in a ring; each placement takes a slot whose
+// release flag (in the segment) the receiver sets when it is done reading.
+// The sender reclaims space in placement order.
+//
+// PeerSegment: the receiver's mapping of a sender's outbox, opened through
+// /proc/<pid>/fd/<fd>.
+//
+// Thread-safety: Outbox is thread-safe; PeerSegment is immutable after Open.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "common/status.h"
+
+namespace syncline {
+
+struct SegmentLayout {
+  static constexpr uint64_t kMagic = 0x53594e434c53484dull;  // "SYNCLSHM"
+  static constexpr uint32_t kSlots = 4096;
+  static constexpr size_t kDataOffset = 64 * 1024;  // header + flags, page aligned
+  uint64_t magic;
+  uint64_t total_bytes;
+  std::atomic<uint32_t> released[kSlots];  // 1: the receiver is done with the slot's bytes
+};
+static_assert(sizeof(SegmentLayout) <= SegmentLayout::kDataOffset);
+
+class Outbox {
+ public:
+  struct Placement {
+    uint32_t slot;
+    uint64_t offset;  // from the segment start
+    uint8_t* data;
+  };
+
+  // A segment of `bytes` bytes of payload space.
+  static Result<std::unique_ptr<Outbox>> Create(size_t bytes);
+  ~Outbox();
+
+  // Room for `bytes` contiguous bytes, or nothing if the ring is full now.
+  std::optional<Placement> Place(size_t bytes);
+  int fd() const { return fd_; }
+  uint64_t segment_bytes() const { return total_; }
+
+ private:
+  struct Live {
+    uint32_t slot;
+    uint64_t offset;  // in the data area
+    uint64_t length;
+  };
+  Outbox(int fd, uint8_t* base, uint64_t total);
+  void ReclaimLocked();
+
+  const int fd_;
+  uint8_t* const base_;
+  const uint64_t total_;
+  const uint64_t capacity_;  // data area bytes
+  SegmentLayout* const layout_;
+  std::mutex mu_;
+  std::deque<Live> live_;          // GUARDED_BY(mu_), in placement order
+  std::vector<uint32_t> free_slots_;  // GUARDED_BY(mu_)
+  uint64_t head_ = 0;              // GUARDED_BY(mu_): next placement offset in the data area
+};
+
+class PeerSegment {
+ public:
+  // Maps the segment `fd` of process `pid`, checking its size and magic.
+  static Result<std::shared_ptr<PeerSegment>> Open(int32_t pid, int32_t fd, uint64_t segment_bytes);
+  ~PeerSegment();
+
+  // The bytes [offset, offset+length), or an error if out of bounds.
+  Result<const uint8_t*> At(uint64_t offset, uint64_t length) const;
+  // Tells the sender the slot's bytes may be reused.
+  void Release(uint32_t slot) const;
+
+ private:
+  PeerSegment(uint8_t* base, uint64_t total) : base_(base), total_(total) {}
+  uint8_t* const base_;
+  const uint64_t total_;
+};
+
+}  // namespace syncline
