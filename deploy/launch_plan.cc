@@ -42,8 +42,8 @@ Status ValidateShape(const JobShape& s) {
   if (s.scheduler_host.empty()) return InvalidArgument("the scheduler host is empty");
   if (s.scheduler_port < 1 || s.scheduler_port > 65535)
     return InvalidArgument("the scheduler port must be in [1, 65535], got " + std::to_string(s.scheduler_port));
-  if (!s.transport.empty() && s.transport != "tcp" && s.transport != "ipc")
-    return InvalidArgument("unknown transport '" + s.transport + "' (expected tcp or ipc)");
+  if (!s.transport.empty() && s.transport != "tcp" && s.transport != "ipc" && s.transport != "ucx")
+    return InvalidArgument("unknown transport '" + s.transport + "' (expected tcp, ipc or ucx)");
   return Status::Ok();
 }
 

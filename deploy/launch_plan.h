@@ -43,7 +43,7 @@ struct JobShape {
   std::string scheduler_host = "127.0.0.1";
   int scheduler_port = 0;          // 1..65535
   std::string job_token;           // empty: not set by pslaunch (an inherited one is kept)
-  std::string transport;           // empty: not set by pslaunch; else "tcp" or "ipc"
+  std::string transport;           // empty: not set by pslaunch; else "tcp", "ipc" or "ucx"
   std::vector<EnvAssignment> extra_env;  // --env K=V, for every process
 };
 

@@ -78,7 +78,7 @@ void DefineOptions(CLI::App& app, Options& o) {
   auto* port = app.add_option("-p,--port", o.port, "Scheduler port of a local job (default: a free one)")
                    ->check(CLI::Range(1, 65535));
   app.add_option("--transport", o.transport, "Data transport: tcp or ipc (ipc: single host only)")
-      ->check(CLI::IsMember({"tcp", "ipc"}));
+      ->check(CLI::IsMember({"tcp", "ipc", "ucx"}));
   app.add_option("-e,--env", o.env, "Extra environment variable NAME=VALUE for every process (repeatable)")
       ->check(FromParser("NAME=VALUE", &ParseEnvAssignment))
       ->allow_extra_args(false);
