@@ -183,7 +183,7 @@ int Main(int argc, char** argv) {
 
   std::printf("syncline-bench-summation: SumInto GB/s (3 x bytes moved), median of %d reps; "
               "hardware threads: %u\n", reps, std::thread::hardware_concurrency());
-  std::printf("plain = fp32 dst[i] += src[i] at -O2 in its own TU (3 x bytes); "
+  std::printf("plain = fp32 dst[i] += src[i] at -O3 in its own TU (3 x bytes); "
               "memcpy counts 2 x bytes; both split over the same threads\n\n");
   std::printf("%-5s %8s %3s %10s %10s %10s %9s %10s\n", "dtype", "size", "thr", "sum GB/s",
               "plain GB/s", "memcpyGB/s", "vs plain", "vs memcpy");
