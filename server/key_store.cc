@@ -164,11 +164,20 @@ void KeyStore::PushAsync(KeyState& key, const Message& push, std::vector<Reply>*
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH) {
     Message reply = ReplyTo(push, proto::PULL_REPLY);
     reply.header.set_byte_length(key.bytes);
-    reply.payloads.push_back(Buffer::Copy(key.value.data(), key.bytes));  // later pushes change the value
+    reply.payloads.push_back(Snapshot(key));  // later pushes change the value
     out->push_back(Reply{push.header.sender(), std::move(reply)});
   } else {
     out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   }
+}
+
+Buffer KeyStore::Snapshot(const KeyState& key) {
+  Buffer copy = pool_->Get(key.bytes);
+  if (key.value.empty())
+    std::memset(copy.mutable_data(), 0, key.bytes);
+  else
+    std::memcpy(copy.mutable_data(), key.value.data(), key.bytes);
+  return copy;
 }
 
 void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
@@ -181,7 +190,7 @@ void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
   const Waiter w{pull.header.sender(), pull.header.request_id()};
   if (options_.async) {
     Message reply = ReplyTo(pull, proto::PULL_REPLY);
-    Buffer value = key->value.empty() ? Buffer::Zeros(key->bytes) : Buffer::Copy(key->value.data(), key->bytes);
+    Buffer value = Snapshot(*key);
     reply.header.set_byte_length(value.size());
     reply.payloads.push_back(std::move(value));
     out->push_back(Reply{w.to, std::move(reply)});

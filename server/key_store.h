@@ -80,6 +80,8 @@ class KeyStore {
   // Answers one pull of a complete round; drops the round once all workers have theirs.
   void Answer(KeyState& key, uint64_t round_number, Round& round, const Waiter& w, std::vector<Reply>* out);
   Message ReplyTo(const Message& request, proto::Op op) const;
+  // Async mode: a pooled copy of the key's current value (zeros before any push).
+  Buffer Snapshot(const KeyState& key);
 
   const KeyStoreOptions options_;
   SummationEngine* const engine_;
