@@ -46,13 +46,17 @@ Status Server::Run() {
     worker_rank_[w.id()] = w.rank();
   }
   MarkColocatedPeers(shm_, workers);
-  std::vector<std::shared_ptr<Message>> early;
   {
-    std::lock_guard<std::mutex> lock(pending_mu_);
-    ready_ = true;
-    early.swap(pending_);
+    // Serve what came before the address book; then drop our references
+    // at once (a payload's sender may wait for its release).
+    std::vector<std::shared_ptr<Message>> early;
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      ready_ = true;
+      early.swap(pending_);
+    }
+    for (auto& m : early) Serve(m);
   }
-  for (auto& m : early) Serve(m);
   SYNCLINE_LOG_INFO("server {} serving {} workers ({} mode{})", client_.my_rank(), settings_.num_workers,
                     settings_.async ? "async" : "sync", settings_.deterministic ? ", deterministic" : "");
 
@@ -101,7 +105,11 @@ void Server::Serve(const std::shared_ptr<Message>& m) {
       store_.Pull(*m, rank, &replies);
     SendReplies(replies);
   });
-  if (!st.ok()) SYNCLINE_LOG_ERROR("cannot queue {}: {}", proto::Op_Name(m->header.op()), st.message());
+  if (!st.ok()) {
+    // Lose nothing silently: the worker hears why its request was not served.
+    std::vector<Reply> replies{ErrorReply(*m, "server cannot queue the request: " + st.message())};
+    SendReplies(replies);
+  }
 }
 
 void Server::SendReplies(std::vector<Reply>& replies) {

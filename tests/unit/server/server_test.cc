@@ -1,0 +1,260 @@
+// Server over the loopback network, with a real Scheduler and two hand-driven
+// "workers" (an endpoint and a SchedulerClient each) that send raw PUSH/PULL
+// messages: replies reach the right node, errors come back as ERROR replies,
+// strangers are ignored, and the scheduler's shutdown ends Server::Run.
+#include "server/server.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <future>
+
+#include "scheduler/scheduler.h"
+#include "transport/loopback/loopback_network.h"
+#include "transport/wire.h"
+
+namespace syncline {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kSchedulerAddress[] = "loop://scheduler";
+constexpr char kServerAddress[] = "loop://server";
+
+template <typename T>
+bool Ready(std::future<T>& f, int ms) {
+  return f.wait_for(Millis(ms)) == std::future_status::ready;
+}
+
+// A worker played by the test: control messages go to its client, data
+// replies are kept for the test to wait on.
+struct FakeWorker {
+  std::string address;
+  std::unique_ptr<Endpoint> endpoint;
+  std::unique_ptr<SchedulerClient> client;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Message> replies;
+
+  bool WaitForReplies(size_t n, int ms = 5000) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, Millis(ms), [&] { return replies.size() >= n; });
+  }
+  Message Reply(size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    return replies.at(i);
+  }
+  size_t NumReplies() {
+    std::lock_guard<std::mutex> lock(mu);
+    return replies.size();
+  }
+};
+
+Message PushOf(uint64_t key, uint64_t round, int32_t sender, const std::vector<float>& v, uint64_t request_id) {
+  Message m = MakeMessage(proto::PUSH, sender);
+  m.header.set_key(key);
+  m.header.set_round(round);
+  m.header.set_dtype(proto::FLOAT32);
+  m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH);
+  m.header.set_request_id(request_id);
+  m.payloads.push_back(Buffer::Copy(v.data(), v.size() * sizeof(float)));
+  m.header.set_byte_length(v.size() * sizeof(float));
+  return m;
+}
+
+std::vector<float> Floats(const Message& m) {
+  if (m.payloads.size() != 1) return {};
+  std::vector<float> out(m.payloads[0].size() / sizeof(float));
+  std::memcpy(out.data(), m.payloads[0].data(), m.payloads[0].size());
+  return out;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    settings_.num_workers = 2;
+    settings_.num_servers = 1;
+    settings_.job_token = "t";
+    settings_.heartbeat_interval_ms = 20;
+    settings_.heartbeat_timeout_ms = 1000;
+    settings_.startup_timeout_ms = 5000;
+    settings_.request_timeout_ms = 5000;
+    settings_.server_threads = 2;
+    settings_.sum_threads = 1;
+
+    scheduler_ = std::make_unique<Scheduler>(settings_, net_.CreateEndpoint());
+    ASSERT_TRUE(scheduler_->Listen(kSchedulerAddress).ok());
+    scheduler_run_ = std::async(std::launch::async, [this] { return scheduler_->Run(); });
+    server_ = std::make_unique<Server>(settings_, net_.CreateEndpoint(), kServerAddress, kSchedulerAddress);
+    server_run_ = std::async(std::launch::async, [this] { return server_->Run(); });
+
+    std::vector<std::future<Status>> joins;
+    for (int i = 0; i < 2; ++i) {
+      auto w = std::make_unique<FakeWorker>();
+      w->address = "loop://worker-" + std::to_string(i);
+      w->endpoint = net_.CreateEndpoint();
+      Settings ws = settings_;
+      ws.worker_rank = i;
+      w->client = std::make_unique<SchedulerClient>(ws, Role::kWorker, w->endpoint.get(), kSchedulerAddress);
+      FakeWorker* raw = w.get();
+      ASSERT_TRUE(w->endpoint
+                      ->Listen(w->address,
+                               [raw](Message&& m) {
+                                 if (raw->client->Handle(m)) return;
+                                 std::lock_guard<std::mutex> lock(raw->mu);
+                                 raw->replies.push_back(std::move(m));
+                                 raw->cv.notify_all();
+                               })
+                      .ok());
+      joins.push_back(std::async(std::launch::async, [raw] { return raw->client->Join(raw->address); }));
+      workers_.push_back(std::move(w));
+    }
+    for (auto& j : joins) {
+      ASSERT_TRUE(Ready(j, 10000));
+      Status st = j.get();
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+    auto servers = workers_[0]->client->NodesOf(proto::SERVER);
+    ASSERT_EQ(servers.size(), 1u);
+    server_id_ = servers[0].id();
+    EXPECT_EQ(servers[0].address(), kServerAddress);
+    for (auto& w : workers_) ASSERT_TRUE(w->endpoint->Connect(server_id_, kServerAddress).ok());
+  }
+
+  void TearDown() override {
+    if (scheduler_) scheduler_->RequestAbort("test over");
+    if (server_) server_->RequestStop("test over");
+    if (scheduler_run_.valid()) {
+      EXPECT_TRUE(Ready(scheduler_run_, 10000)) << "scheduler hung";
+    }
+    if (server_run_.valid()) {
+      EXPECT_TRUE(Ready(server_run_, 10000)) << "server hung";
+    }
+    for (auto& w : workers_) w->endpoint->Close();
+    workers_.clear();
+    server_.reset();
+    scheduler_.reset();
+  }
+
+  Status Send(int rank, Message m) {
+    return workers_[rank]->endpoint->Send(server_id_, std::move(m), Deadline::AfterMs(2000));
+  }
+  int32_t id(int rank) { return workers_[rank]->client->my_id(); }
+
+  Settings settings_;
+  LoopbackNetwork net_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Server> server_;
+  std::future<Status> scheduler_run_, server_run_;
+  std::vector<std::unique_ptr<FakeWorker>> workers_;
+  int32_t server_id_ = -1;
+};
+
+TEST_F(ServerTest, SumsPushesAndRepliesToEachWorkerThenShutsDownCleanly) {
+  for (uint64_t round = 0; round < 3; ++round) {
+    ASSERT_TRUE(Send(0, PushOf(42, round, id(0), {1, 2, 3}, 100 + round)).ok());
+    ASSERT_TRUE(Send(1, PushOf(42, round, id(1), {10, 20, float(round)}, 200 + round)).ok());
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(workers_[r]->WaitForReplies(round + 1)) << "worker " << r << " round " << round;
+      Message reply = workers_[r]->Reply(round);
+      EXPECT_EQ(reply.header.op(), proto::PULL_REPLY);
+      EXPECT_EQ(reply.header.sender(), server_id_) << "replies carry the server's node id";
+      EXPECT_EQ(reply.header.key(), 42u);
+      EXPECT_EQ(reply.header.round(), round);
+      EXPECT_EQ(reply.header.request_id(), (r == 0 ? 100u : 200u) + round);
+      EXPECT_EQ(Floats(reply), (std::vector<float>{11, 22, 3.0f + round}));
+    }
+  }
+  EXPECT_EQ(server_->key_store().num_keys(), 1u);
+
+  for (auto& w : workers_) ASSERT_TRUE(w->client->Finish().ok());
+  ASSERT_TRUE(Ready(server_run_, 5000)) << "the server did not end on the scheduler's shutdown";
+  Status server_status = server_run_.get();
+  EXPECT_TRUE(server_status.ok()) << server_status.ToString();
+  ASSERT_TRUE(Ready(scheduler_run_, 5000));
+  Status scheduler_status = scheduler_run_.get();
+  EXPECT_TRUE(scheduler_status.ok()) << scheduler_status.ToString();
+}
+
+TEST_F(ServerTest, BadPushGetsAnErrorReplyAndTheKeyKeepsWorking) {
+  ASSERT_TRUE(Send(0, PushOf(7, 0, id(0), {1, 2}, 1)).ok());
+  ASSERT_TRUE(Send(1, PushOf(7, 0, id(1), {1, 2, 3}, 2)).ok());  // wrong size
+  ASSERT_TRUE(workers_[1]->WaitForReplies(1));
+  Message err = workers_[1]->Reply(0);
+  EXPECT_EQ(err.header.op(), proto::ERROR);
+  EXPECT_EQ(err.header.request_id(), 2u);
+  EXPECT_EQ(err.header.sender(), server_id_);
+  EXPECT_THAT(err.header.error().message(), HasSubstr("push of 12 bytes to a key of 8 bytes"));
+  ASSERT_TRUE(Send(1, PushOf(7, 0, id(1), {5, 5}, 3)).ok());
+  ASSERT_TRUE(workers_[0]->WaitForReplies(1));
+  ASSERT_TRUE(workers_[1]->WaitForReplies(2));
+  EXPECT_EQ(Floats(workers_[0]->Reply(0)), (std::vector<float>{6, 7}));
+  EXPECT_EQ(Floats(workers_[1]->Reply(1)), (std::vector<float>{6, 7}));
+}
+
+TEST_F(ServerTest, TrafficFromStrangersIsIgnored) {
+  // An endpoint that never joined the job sends data to the server.
+  auto stranger = net_.CreateEndpoint();
+  std::atomic<int> got{0};
+  ASSERT_TRUE(stranger->Listen("loop://stranger", [&](Message&&) { ++got; }).ok());
+  ASSERT_TRUE(stranger->Connect(1, kServerAddress).ok());
+  ASSERT_TRUE(stranger->Send(1, PushOf(9, 0, 999, {1}, 1), Deadline::AfterMs(1000)).ok());
+  // A worker impersonated by a wrong sender id is not a worker either.
+  ASSERT_TRUE(Send(0, PushOf(9, 0, 12345, {1}, 2)).ok());
+  // Then the job goes on normally.
+  ASSERT_TRUE(Send(0, PushOf(9, 0, id(0), {1}, 3)).ok());
+  ASSERT_TRUE(Send(1, PushOf(9, 0, id(1), {2}, 4)).ok());
+  ASSERT_TRUE(workers_[0]->WaitForReplies(1));
+  ASSERT_TRUE(workers_[1]->WaitForReplies(1));
+  EXPECT_EQ(Floats(workers_[0]->Reply(0)), (std::vector<float>{3})) << "a stranger's push was counted";
+  std::this_thread::sleep_for(Millis(50));
+  EXPECT_EQ(got.load(), 0);
+  EXPECT_EQ(workers_[0]->NumReplies(), 1u);
+  stranger->Close();
+}
+
+TEST_F(ServerTest, ManyKeysConcurrentlyFromBothWorkers) {
+  constexpr int kKeys = 64;
+  auto pusher = [&](int rank) {
+    return std::async(std::launch::async, [this, rank] {
+      for (int k = 0; k < kKeys; ++k) {
+        std::vector<float> v(256, static_cast<float>(rank + 1) * (k + 1));
+        Status st = Send(rank, PushOf(1000 + k, 0, id(rank), v, k));
+        if (!st.ok()) return st;
+      }
+      return Status::Ok();
+    });
+  };
+  auto p0 = pusher(0), p1 = pusher(1);
+  ASSERT_TRUE(p0.get().ok());
+  ASSERT_TRUE(p1.get().ok());
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(workers_[r]->WaitForReplies(kKeys, 10000));
+  for (int i = 0; i < kKeys; ++i) {
+    Message m = workers_[0]->Reply(i);
+    ASSERT_EQ(m.header.op(), proto::PULL_REPLY);
+    const int k = static_cast<int>(m.header.key()) - 1000;
+    auto v = Floats(m);
+    ASSERT_EQ(v.size(), 256u);
+    EXPECT_EQ(v[0], 3.0f * (k + 1));
+    EXPECT_EQ(v[255], 3.0f * (k + 1));
+  }
+  EXPECT_EQ(server_->key_store().num_keys(), static_cast<size_t>(kKeys));
+}
+
+TEST_F(ServerTest, RequestStopAbortsTheJob) {
+  // A first round trip proves the server has joined (its replies need its id).
+  ASSERT_TRUE(Send(0, PushOf(1, 0, id(0), {1}, 1)).ok());
+  ASSERT_TRUE(Send(1, PushOf(1, 0, id(1), {1}, 2)).ok());
+  ASSERT_TRUE(workers_[0]->WaitForReplies(1));
+  server_->RequestStop("server drained by operator");
+  ASSERT_TRUE(Ready(server_run_, 5000));
+  Status st = server_run_.get();
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  EXPECT_THAT(st.message(), HasSubstr("server drained by operator"));
+  ASSERT_TRUE(Ready(scheduler_run_, 5000));
+  EXPECT_THAT(scheduler_run_.get().message(), HasSubstr("server drained by operator"));
+}
+
+}  // namespace
+}  // namespace syncline

@@ -1,0 +1,259 @@
+// LoopbackNetwork (the in-process transport) and FaultyEndpoint (the fault
+// injecting wrapper): delivery, zero-copy payloads, isolation, validation.
+#include "transport/loopback/loopback_network.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <numeric>
+#include <thread>
+
+#include "tests/unit/transport/collector.h"
+#include "transport/faulty_endpoint.h"
+#include "transport/wire.h"
+
+namespace syncline {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Collector;
+using testing::Eventually;
+
+Deadline Soon() { return Deadline::AfterMs(2000); }
+
+Message Push(uint64_t key, std::vector<Buffer> payloads) {
+  Message m = MakeMessage(proto::PUSH, 1);
+  m.header.set_key(key);
+  m.header.set_dtype(proto::FLOAT32);
+  m.payloads = std::move(payloads);
+  m.header.set_byte_length(PayloadBytes(m));
+  return m;
+}
+
+Buffer Iota(size_t n, uint8_t start) {
+  std::vector<uint8_t> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return Buffer::Copy(v.data(), v.size());
+}
+
+class LoopbackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = net_.CreateEndpoint();
+    b_ = net_.CreateEndpoint();
+    ASSERT_TRUE(a_->Listen("loop://a", a_in_.receiver()).ok());
+    auto addr = b_->Listen("loop://b", b_in_.receiver());
+    ASSERT_TRUE(addr.ok());
+    EXPECT_EQ(*addr, "loop://b");
+    ASSERT_TRUE(a_->Connect(2, "loop://b").ok());
+    ASSERT_TRUE(b_->Connect(1, "loop://a").ok());
+  }
+
+  LoopbackNetwork net_;
+  Collector a_in_, b_in_;
+  std::unique_ptr<Endpoint> a_, b_;
+};
+
+TEST_F(LoopbackTest, DeliversHeaderAndEveryPayloadFrameIntact) {
+  std::vector<Buffer> frames = {Iota(4, 0), Iota(400, 7), Iota(12, 200)};
+  ASSERT_TRUE(a_->Send(2, Push(99, frames), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  Message got = b_in_.at(0);
+  EXPECT_EQ(got.header.op(), proto::PUSH);
+  EXPECT_EQ(got.header.key(), 99u);
+  EXPECT_EQ(got.header.byte_length(), 416u);
+  ASSERT_EQ(got.payloads.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(got.payloads[i].size(), frames[i].size());
+    EXPECT_EQ(std::memcmp(got.payloads[i].data(), frames[i].data(), frames[i].size()), 0);
+    // In-process delivery hands over the same memory.
+    EXPECT_EQ(got.payloads[i].data(), frames[i].data());
+  }
+  auto sent = a_->stats(), received = b_->stats();
+  EXPECT_EQ(sent.messages_sent, 1u);
+  EXPECT_EQ(sent.payload_bytes_sent, 416u);
+  EXPECT_EQ(received.messages_received, 1u);
+  EXPECT_EQ(received.payload_bytes_received, 416u);
+  EXPECT_EQ(received.messages_rejected, 0u);
+}
+
+TEST_F(LoopbackTest, BothDirectionsAndOrderIsPreserved) {
+  constexpr int kCount = 200;
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(a_->Send(2, Push(i, {Iota(4, i)}), Soon()).ok());
+    ASSERT_TRUE(b_->Send(1, Push(1000 + i, {}), Soon()).ok());
+  }
+  ASSERT_TRUE(b_in_.WaitFor(kCount));
+  ASSERT_TRUE(a_in_.WaitFor(kCount));
+  auto at_b = b_in_.TakeAll();
+  auto at_a = a_in_.TakeAll();
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_EQ(at_b[i].header.key(), static_cast<uint64_t>(i));
+    EXPECT_EQ(at_a[i].header.key(), static_cast<uint64_t>(1000 + i));
+  }
+}
+
+TEST_F(LoopbackTest, SendToUnknownPeerIsNotFound) {
+  Status st = a_->Send(77, MakeMessage(proto::HEARTBEAT, 1), Soon());
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_THAT(st.message(), HasSubstr("77"));
+}
+
+TEST_F(LoopbackTest, AddressInUseIsUnavailableNamingIt) {
+  auto c = net_.CreateEndpoint();
+  auto st = c->Listen("loop://b", [](Message&&) {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(st.status().message(), HasSubstr("loop://b"));
+}
+
+TEST_F(LoopbackTest, NonLoopbackAddressIsRejected) {
+  auto c = net_.CreateEndpoint();
+  auto st = c->Listen("tcp://127.0.0.1:0", [](Message&&) {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(LoopbackTest, IsolateDropsTrafficBothWays) {
+  net_.Isolate("loop://b");
+  ASSERT_TRUE(a_->Send(2, MakeMessage(proto::HEARTBEAT, 1), Soon()).ok());
+  ASSERT_TRUE(b_->Send(1, MakeMessage(proto::HEARTBEAT, 2), Soon()).ok());
+  // A third, healthy endpoint still talks to `a`.
+  Collector c_in;
+  auto c = net_.CreateEndpoint();
+  ASSERT_TRUE(c->Listen("loop://c", c_in.receiver()).ok());
+  ASSERT_TRUE(c->Connect(1, "loop://a").ok());
+  ASSERT_TRUE(c->Send(1, MakeMessage(proto::FINISH, 3), Soon()).ok());
+  ASSERT_TRUE(a_in_.WaitFor(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(b_in_.size(), 0u);
+  ASSERT_EQ(a_in_.size(), 1u);
+  EXPECT_EQ(a_in_.at(0).header.op(), proto::FINISH);
+}
+
+TEST_F(LoopbackTest, MalformedMessagesAreDroppedAndCounted) {
+  Message bad = Push(1, {Iota(8, 0)});
+  bad.header.set_byte_length(4);  // lies about its payload
+  ASSERT_TRUE(a_->Send(2, bad, Soon()).ok());
+  ASSERT_TRUE(a_->Send(2, MakeMessage(proto::ABORT, 1), Soon()).ok());  // lacks its body
+  ASSERT_TRUE(a_->Send(2, Push(2, {Iota(8, 0)}), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(b_in_.size(), 1u);
+  EXPECT_EQ(b_in_.at(0).header.key(), 2u);
+  EXPECT_EQ(b_->stats().messages_rejected, 2u);
+  EXPECT_EQ(b_->stats().messages_received, 1u);
+}
+
+TEST_F(LoopbackTest, SendToAnAddressNobodyListensOnVanishes) {
+  ASSERT_TRUE(a_->Connect(9, "loop://nobody").ok());
+  EXPECT_TRUE(a_->Send(9, MakeMessage(proto::HEARTBEAT, 1), Soon()).ok());
+}
+
+TEST_F(LoopbackTest, CloseStopsDeliveryAndFreesTheAddress) {
+  b_->Close();
+  EXPECT_TRUE(a_->Send(2, MakeMessage(proto::HEARTBEAT, 1), Soon()).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(b_in_.size(), 0u);
+  b_->Close();  // idempotent
+  Collector again;
+  auto b2 = net_.CreateEndpoint();
+  ASSERT_TRUE(b2->Listen("loop://b", again.receiver()).ok());
+  ASSERT_TRUE(a_->Send(2, MakeMessage(proto::HEARTBEAT, 1), Soon()).ok());
+  EXPECT_TRUE(again.WaitFor(1));
+}
+
+TEST_F(LoopbackTest, ReceiverRunsOffTheSendersThread) {
+  std::atomic<bool> same_thread{true};
+  const auto sender_thread = std::this_thread::get_id();
+  std::atomic<int> got{0};
+  auto c = net_.CreateEndpoint();
+  ASSERT_TRUE(c->Listen("loop://c", [&](Message&&) {
+                  same_thread = std::this_thread::get_id() == sender_thread;
+                  ++got;
+                }).ok());
+  ASSERT_TRUE(a_->Connect(3, "loop://c").ok());
+  ASSERT_TRUE(a_->Send(3, MakeMessage(proto::HEARTBEAT, 1), Soon()).ok());
+  ASSERT_TRUE(Eventually([&] { return got.load() == 1; }));
+  EXPECT_FALSE(same_thread.load());
+}
+
+class FaultyEndpointTest : public LoopbackTest {
+ protected:
+  void SetUp() override {
+    LoopbackTest::SetUp();
+    auto inner = net_.CreateEndpoint();
+    faulty_ = new FaultyEndpoint(std::move(inner));
+    f_.reset(faulty_);
+    ASSERT_TRUE(f_->Listen("loop://f", f_in_.receiver()).ok());
+    ASSERT_TRUE(f_->Connect(2, "loop://b").ok());
+  }
+  Collector f_in_;
+  FaultyEndpoint* faulty_ = nullptr;
+  std::unique_ptr<Endpoint> f_;
+};
+
+TEST_F(FaultyEndpointTest, ForwardsUntouchedWithoutAFilter) {
+  ASSERT_TRUE(f_->Send(2, Push(5, {Iota(8, 1)}), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  EXPECT_EQ(b_in_.at(0).header.key(), 5u);
+  EXPECT_EQ(f_->stats().messages_sent, 1u);
+}
+
+TEST_F(FaultyEndpointTest, FilterDropsSelectedMessages) {
+  std::vector<PeerId> seen;
+  faulty_->SetSendFilter([&](PeerId peer, Message& m) {
+    seen.push_back(peer);
+    return m.header.key() % 2 == 0;  // drop odd keys
+  });
+  for (uint64_t k = 0; k < 6; ++k) ASSERT_TRUE(f_->Send(2, Push(k, {}), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto got = b_in_.TakeAll();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].header.key(), 0u);
+  EXPECT_EQ(got[1].header.key(), 2u);
+  EXPECT_EQ(got[2].header.key(), 4u);
+  EXPECT_EQ(seen, std::vector<PeerId>(6, 2));
+  EXPECT_EQ(f_->stats().messages_sent, 3u) << "dropped messages never reach the inner endpoint";
+
+  faulty_->SetSendFilter(nullptr);  // heal
+  ASSERT_TRUE(f_->Send(2, Push(7, {}), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  EXPECT_EQ(b_in_.at(0).header.key(), 7u);
+}
+
+TEST_F(FaultyEndpointTest, FilterAltersMessages) {
+  faulty_->SetSendFilter([](PeerId, Message& m) {
+    m.header.set_key(m.header.key() + 100);
+    return true;
+  });
+  ASSERT_TRUE(f_->Send(2, Push(1, {Iota(4, 0)}), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  EXPECT_EQ(b_in_.at(0).header.key(), 101u);
+}
+
+TEST_F(FaultyEndpointTest, CorruptedMessagesAreRejectedByTheReceiver) {
+  faulty_->SetSendFilter([](PeerId, Message& m) {
+    if (m.header.key() == 1) m.payloads.front() = m.payloads.front().Slice(0, 3);  // truncate
+    return true;
+  });
+  ASSERT_TRUE(f_->Send(2, Push(1, {Iota(8, 0)}), Soon()).ok());
+  ASSERT_TRUE(f_->Send(2, Push(2, {Iota(8, 0)}), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(b_in_.size(), 1u);
+  EXPECT_EQ(b_in_.at(0).header.key(), 2u);
+  EXPECT_EQ(b_->stats().messages_rejected, 1u);
+}
+
+TEST_F(FaultyEndpointTest, ReceivingIsUnaffected) {
+  faulty_->SetSendFilter([](PeerId, Message&) { return false; });  // a peer that sends nothing
+  ASSERT_TRUE(b_->Connect(6, "loop://f").ok());
+  ASSERT_TRUE(b_->Send(6, MakeMessage(proto::HEARTBEAT, 2), Soon()).ok());
+  EXPECT_TRUE(f_in_.WaitFor(1));
+}
+
+}  // namespace
+}  // namespace syncline
