@@ -58,8 +58,18 @@ Status SchedulerClient::Join(const std::string& my_address) {
 
 bool SchedulerClient::Handle(const Message& m) {
   const proto::Header& h = m.header;
+  switch (h.op()) {
+    case proto::ADDRESS_BOOK: case proto::HEARTBEAT_ACK: case proto::BARRIER_RELEASE: case proto::DECLARE_REPLY:
+    case proto::SHUTDOWN: case proto::ABORT:
+      if (h.sender() != kSchedulerPeer) {
+        SYNCLINE_LOG_WARN("ignoring {} from node {}: only the scheduler sends it", proto::Op_Name(h.op()), h.sender());
+        return true;
+      }
+      break;
+    default: return false;
+  }
   std::unique_lock<std::mutex> lock(mu_);
-  if (h.sender() == kSchedulerPeer) last_heard_ = Clock::now();
+  last_heard_ = Clock::now();
   switch (h.op()) {
     case proto::ADDRESS_BOOK:
       book_ = h.address_book();
