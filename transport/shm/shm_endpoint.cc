@@ -78,10 +78,14 @@ void ShmEndpoint::OnMessage(Message&& m) {
   Status problem;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A sender may use shared memory before this side has read the address
+    // book and marked it; the segment's own checks (it opens, has the magic
+    // and the size) are what make it acceptable. Once marked, the pid must match.
     auto peer = colocated_.find(m.header.sender());
-    if (peer == colocated_.end() || peer->second != ref.pid()) {
+    if (peer != colocated_.end() && peer->second != ref.pid()) {
       problem = InvalidArgument("shared-memory message from node " + std::to_string(m.header.sender()) +
-                                ", which is not a colocated peer with pid " + std::to_string(ref.pid()));
+                                " names pid " + std::to_string(ref.pid()) + ", not its own " +
+                                std::to_string(peer->second));
     } else {
       auto& slot = mapped_[{ref.pid(), ref.fd()}];
       if (!slot) {

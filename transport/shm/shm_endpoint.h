@@ -32,7 +32,9 @@ class ShmEndpoint : public Endpoint {
   ShmEndpoint(std::unique_ptr<Endpoint> inner, ShmOptions options = {});
   ~ShmEndpoint() override;
 
-  // `peer` (process `pid`) shares this machine: use shared memory both ways.
+  // `peer` (process `pid`) shares this machine: send it payloads through
+  // shared memory. (Shared-memory messages are accepted from any sender
+  // whose segment opens; a marked sender must name its own pid.)
   void MarkColocated(PeerId peer, int32_t pid);
 
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
