@@ -67,7 +67,10 @@ template <typename Field>
 std::function<Status(Settings&, const std::string&, long long)> Integer(Field Settings::*field,
                                                                          long long min, long long max) {
   return [=](Settings& s, const std::string& text, long long scale) -> Status {
-    SYNCLINE_ASSIGN_OR_RETURN(long long v, ParseInteger(text, min / scale, max / scale));
+    // An alias in coarser units (seconds for milliseconds) may not go below the
+    // canonical minimum: round that bound up, not down.
+    const long long alias_min = min > 0 ? (min + scale - 1) / scale : min / scale;
+    SYNCLINE_ASSIGN_OR_RETURN(long long v, ParseInteger(text, alias_min, max / scale));
     s.*field = static_cast<Field>(v * scale);
     return Status::Ok();
   };
@@ -108,7 +111,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_HOST", {{"DMLC_NODE_HOST", 1}}, Text(&Settings::host)},
       {"SYNCLINE_PORT", {}, Integer(&Settings::port, 0, 65535)},
       {"SYNCLINE_WORKER_RANK", {{"DMLC_WORKER_ID", 1}}, Integer(&Settings::worker_rank, -1, 65534)},
-      {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc"})},
+      {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc", "ucx"})},
       {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},
       {"SYNCLINE_SHM", {}, Boolean(&Settings::shm)},
       {"SYNCLINE_SHM_BYTES", {}, Integer(&Settings::shm_bytes, 1 << 20, 1ll << 40)},
@@ -167,6 +170,16 @@ Result<Settings> Settings::FromEnvironment(const Environment& env, std::vector<s
     if (text == nullptr) continue;
     Status st = e.set(s, *text, scale);
     if (!st.ok()) return InvalidArgument("setting " + used + ": " + st.message());
+  }
+  // ps-lite's switches for its RDMA and UCX vans pick the UCX transport.
+  for (const char* name : {"DMLC_ENABLE_RDMA", "DMLC_ENABLE_UCX"}) {
+    known.insert(name);
+    auto it = env.find(name);
+    if (it == env.end()) continue;
+    const bool ibverbs = std::string(name) == "DMLC_ENABLE_RDMA" && it->second == "ibverbs";  // BytePS's spelling
+    Result<bool> on = ibverbs ? Result<bool>(true) : ParseBool(it->second);
+    if (!on.ok()) return InvalidArgument("setting " + std::string(name) + ": " + on.status().message());
+    if (*on && !env.count("SYNCLINE_TRANSPORT")) s.transport = "ucx";
   }
   for (const auto& [name, value] : env) {
     if (known.count(name)) continue;

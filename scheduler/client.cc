@@ -33,6 +33,10 @@ SchedulerClient::~SchedulerClient() {
 }
 
 Status SchedulerClient::Join(const std::string& my_address) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    my_address_ = my_address;
+  }
   SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(kSchedulerPeer, scheduler_address_));
   Message reg = MakeMessage(proto::REGISTER, -1);
   proto::Register* body = reg.header.mutable_register_body();
@@ -152,6 +156,11 @@ void SchedulerClient::Abort(const std::string& reason) {
   Message m = MakeMessage(proto::ABORT, my_id_);
   m.header.mutable_abort()->set_reason(reason);
   m.header.mutable_abort()->set_culprit(-1);
+  m.header.mutable_abort()->set_token(settings_.job_token);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    m.header.mutable_abort()->set_address(my_address_);
+  }
   (void)Send(std::move(m));
   MarkAborted(reason);
 }

@@ -85,6 +85,7 @@ class SchedulerClient {
   std::map<std::string, proto::DeclareReply> declared_;    // GUARDED_BY(mu_)
   std::function<void(const Status&)> abort_handler_;       // GUARDED_BY(mu_)
   Clock::time_point last_heard_;                           // GUARDED_BY(mu_)
+  std::string my_address_;                                 // GUARDED_BY(mu_)
 
   std::atomic<bool> stop_{false};
   std::thread heartbeat_thread_;

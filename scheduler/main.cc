@@ -4,7 +4,7 @@
 #include "common/logging.h"
 #include "common/node_main.h"
 #include "scheduler/scheduler.h"
-#include "transport/zmq/zmq_endpoint.h"
+#include "transport/factory.h"
 
 namespace {
 // ZeroMQ binds interface addresses, not host names: bind all interfaces when
@@ -18,7 +18,10 @@ std::string BindHost(const std::string& host) {
 int main() {
   return syncline::RunNodeMain(syncline::Role::kScheduler, [](const syncline::Settings& s,
                                                               syncline::SignalWatcher& signals) -> syncline::Status {
-    syncline::Scheduler scheduler(s, syncline::CreateZmqEndpoint());
+    // Listens on ZeroMQ TCP whatever the data plane; reaches ucx:// nodes over UCX.
+    auto endpoint = syncline::CreateEndpoint("tcp");
+    if (!endpoint.ok()) return endpoint.status().WithContext("scheduler");
+    syncline::Scheduler scheduler(s, std::move(endpoint).value());
     auto address = scheduler.Listen("tcp://" + BindHost(s.scheduler_host) + ":" + std::to_string(s.scheduler_port));
     if (!address.ok()) return address.status().WithContext("scheduler");
     SYNCLINE_LOG_INFO("listening at {}; waiting for {} workers and {} servers", *address, s.num_workers, s.num_servers);

@@ -1,6 +1,7 @@
 #include "scheduler/placement.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/dtype.h"
 
@@ -17,6 +18,9 @@ Result<std::vector<proto::ChunkPlacement>> KeyPlacement::Place(uint32_t tensor_i
   if (chunk_bytes == 0)
     return InvalidArgument("partition_bytes " + std::to_string(spec.partition_bytes()) + " is smaller than one " +
                            DTypeName(dtype) + " element");
+  if (spec.num_elements() > UINT64_MAX / element)
+    return InvalidArgument("tensor '" + spec.name() + "' of " + std::to_string(spec.num_elements()) + " " +
+                           DTypeName(dtype) + " elements is too large to address");
   const uint64_t total = spec.num_elements() * element;
   const uint64_t count = (total + chunk_bytes - 1) / chunk_bytes;
   if (count > UINT32_MAX) return InvalidArgument("tensor '" + spec.name() + "' has too many chunks");

@@ -87,10 +87,16 @@ void Scheduler::Handle(Message&& m) {
     case proto::BARRIER: return OnBarrier(m);
     case proto::DECLARE: return OnDeclare(m);
     case proto::FINISH: return OnFinish(m);
-    case proto::ABORT:
-      if (!nodes_.count(sender)) break;
-      return AbortJob(Describe(sender) + " aborted the job: " + m.header.abort().reason(),
-                      m.header.abort().culprit() >= 0 ? m.header.abort().culprit() : sender);
+    case proto::ABORT: {
+      // A node may abort before it knows its id: then its token and address say who it is.
+      const proto::Abort& a = m.header.abort();
+      int32_t from = nodes_.count(sender) ? sender : -1;
+      if (from < 0 && a.token() == settings_.job_token)
+        for (const auto& [id, n] : nodes_)
+          if (n.info.address() == a.address()) from = id;
+      if (from < 0) break;
+      return AbortJob(Describe(from) + " aborted the job: " + a.reason(), a.culprit() >= 0 ? a.culprit() : from);
+    }
     default: break;
   }
   SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(m.header.op()), sender);
@@ -100,7 +106,8 @@ void Scheduler::OnRegister(const Message& m) {
   const proto::Register& r = m.header.register_body();
   auto reject = [&](const std::string& why) {
     SYNCLINE_LOG_WARN("rejecting registration of a {} at {}: {}", proto::Role_Name(r.role()), r.address(), why);
-    const int32_t temp = -(next_id_++);
+    // One reused peer id for rejected nodes: connecting it again replaces the last one.
+    const int32_t temp = -1;
     if (!endpoint_->Connect(temp, r.address()).ok()) return;
     Message abort = MakeMessage(proto::ABORT, kSchedulerId);
     abort.header.mutable_abort()->set_reason("registration rejected: " + why);
@@ -110,6 +117,9 @@ void Scheduler::OnRegister(const Message& m) {
   if (r.token() != settings_.job_token) return reject("wrong job token");
   if (r.role() != proto::WORKER && r.role() != proto::SERVER) return reject("only workers and servers register");
   if (published_) return reject("the job has already started");
+  if (r.role() == proto::WORKER && r.requested_rank() >= settings_.num_workers)
+    return reject("rank " + std::to_string(r.requested_rank()) + " is not below the number of workers (" +
+                  std::to_string(settings_.num_workers) + ")");
   const size_t limit = r.role() == proto::WORKER ? settings_.num_workers : settings_.num_servers;
   if (CountRole(r.role()) >= limit)
     return reject("the job already has " + std::to_string(limit) + " " + proto::Role_Name(r.role()) + "s");
@@ -177,6 +187,11 @@ void Scheduler::OnBarrier(const Message& m) {
   const int32_t sender = m.header.sender();
   if (!published_ || !nodes_.count(sender)) return;
   const proto::Barrier& b = m.header.barrier();
+  if (b.group() != proto::ROLE_UNKNOWN && nodes_[sender].info.role() != b.group()) {
+    SYNCLINE_LOG_WARN("ignoring {}'s arrival at a {} barrier it is not a member of", Describe(sender),
+                      proto::Role_Name(b.group()));
+    return;
+  }
   auto& arrived = barriers_[{b.group(), b.sequence()}];
   arrived.insert(sender);
   std::vector<int32_t> members;

@@ -85,7 +85,7 @@ void KeyStore::Push(const Message& push, int rank, std::vector<Reply>* out) {
 
 void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vector<Reply>* out) {
   const uint64_t number = push.header.round();
-  if (number < key.rounds_served_below) {
+  if (number < key.rounds_served_below && !key.rounds.count(number)) {
     out->push_back(ErrorReply(push, "round " + std::to_string(number) + " is already over"));
     return;
   }
@@ -111,7 +111,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   }
   ++round.pushes;
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
-    round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id()});
+    round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id(), rank});
   else
     out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   if (round.pushes < options_.num_workers) return;
@@ -148,6 +148,10 @@ void KeyStore::Answer(KeyState& key, uint64_t number, Round& round, const Waiter
   reply.header.set_byte_length(round.sum.size());
   reply.payloads.push_back(round.sum);  // shared, not copied; back to the pool when sent
   out->push_back(Reply{w.to, std::move(reply)});
+  // A repeated pull of the same rank is answered again but counted once.
+  if (round.pulled.empty()) round.pulled.assign(options_.num_workers, false);
+  if (round.pulled[w.rank]) return;
+  round.pulled[w.rank] = true;
   if (++round.pulls_answered == options_.num_workers) {
     key.rounds.erase(number);
     key.rounds_served_below = std::max(key.rounds_served_below, number + 1);
@@ -187,7 +191,7 @@ void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
   }
   KeyState* key = StateFor(pull, out);
   if (key == nullptr) return;
-  const Waiter w{pull.header.sender(), pull.header.request_id()};
+  const Waiter w{pull.header.sender(), pull.header.request_id(), rank};
   if (options_.async) {
     Message reply = ReplyTo(pull, proto::PULL_REPLY);
     Buffer value = Snapshot(*key);
@@ -197,7 +201,7 @@ void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
     return;
   }
   const uint64_t number = pull.header.round();
-  if (number < key->rounds_served_below) {
+  if (number < key->rounds_served_below && !key->rounds.count(number)) {
     out->push_back(ErrorReply(pull, "round " + std::to_string(number) + " is already over"));
     return;
   }

@@ -52,13 +52,15 @@ class KeyStore {
   struct Waiter {
     int32_t to;
     uint64_t request_id;
+    int rank;
   };
   struct Round {
     Buffer sum;                       // valid once the first push is in (arrival order) or at completion
     std::vector<Buffer> by_rank;      // deterministic mode: each worker's push until completion
     std::vector<bool> pushed;         // by rank
     int pushes = 0;
-    int pulls_answered = 0;
+    std::vector<bool> pulled;         // by rank: has had its answer
+    int pulls_answered = 0;           // distinct ranks answered
     bool complete = false;
     bool average = false;
     std::vector<Waiter> waiting;      // pulls that came before completion
@@ -66,7 +68,9 @@ class KeyStore {
   struct KeyState {
     uint64_t id = 0;
     DType dtype;
-    uint64_t rounds_served_below = 0;            // sync mode: rounds before this are over
+    // Sync mode: a round below this that is no longer in `rounds` was served
+    // to every worker; requests for it are late duplicates.
+    uint64_t rounds_served_below = 0;
     size_t bytes = 0;
     std::unordered_map<uint64_t, Round> rounds;  // sync mode: rounds in progress
     Buffer value;                                // async mode: the running sum

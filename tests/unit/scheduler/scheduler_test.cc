@@ -247,11 +247,6 @@ TEST_F(SchedulerTest, ANonMemberCannotCompleteAGroupBarrier) {
   Status st = w0.client->Barrier(proto::WORKER, Deadline::AfterMs(300));
   ASSERT_TRUE(Ready(stray, 3000));
   (void)stray.get();
-  if (st.ok()) {
-    GTEST_SKIP() << "known bug: a WORKER barrier was released with only 1 of 2 workers because a server's "
-                    "arrival was counted (scheduler/scheduler.cc OnBarrier counts every sender in `arrived`, "
-                    "members or not)";
-  }
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
 }
 
@@ -268,18 +263,8 @@ TEST_F(SchedulerTest, RequestedRankOutsideTheJobIsNotAssigned) {
   Status s0 = j0.get();
   (void)j1.get();
   (void)j2.get();
-  if (s0.ok()) {
-    std::set<int32_t> ranks;
-    for (const auto& n : w1.client->NodesOf(proto::WORKER)) ranks.insert(n.rank());
-    if (ranks != std::set<int32_t>{0, 1}) {
-      GTEST_SKIP() << "known bug: the job started with worker ranks {" << *ranks.begin() << ", " << *ranks.rbegin()
-                   << "} for 2 workers (scheduler/scheduler.cc OnRegister/AssignRanksAndPublish never check "
-                      "requested_rank < num_workers)";
-    }
-  } else {
-    EXPECT_EQ(s0.code(), StatusCode::kAborted);
-    EXPECT_THAT(s0.message(), HasSubstr("rank"));
-  }
+  EXPECT_EQ(s0.code(), StatusCode::kAborted) << s0.ToString();
+  EXPECT_THAT(s0.message(), HasSubstr("rank 5"));
 }
 
 TEST_F(SchedulerTest, WrongJobTokenIsRejectedAndDoesNotCount) {
@@ -415,13 +400,7 @@ TEST_F(SchedulerTest, AbortWhileJoiningReachesTheScheduler) {
   w0.client->Abort("stopped by signal 15");
   ASSERT_TRUE(Ready(join, 3000));
   EXPECT_EQ(join.get().code(), StatusCode::kAborted);
-  const bool ended = Ready(run_, 1000);
-  if (!ended) {
-    GTEST_SKIP() << "known bug: the scheduler ignored the abort of a registered node still waiting for the "
-                    "address book (scheduler/client.cc Abort() sends ABORT with sender my_id_ == -1 before the "
-                    "book arrives; scheduler/scheduler.cc Handle() drops ABORT from unknown senders), so the job "
-                    "only ends at the startup or heartbeat timeout, with the wrong reason";
-  }
+  ASSERT_TRUE(Ready(run_, 1000)) << "the scheduler did not end the job on the joining node's abort";
   Status st = run_.get();
   EXPECT_EQ(st.code(), StatusCode::kAborted);
   EXPECT_THAT(st.message(), HasSubstr("stopped by signal 15"));
