@@ -145,7 +145,7 @@ class ZmqEndpoint : public Endpoint {
         SYNCLINE_LOG_WARN("{}: receive failed: {}", address_, e.what());
         continue;
       }
-      Deliver(frames);
+      if (!frames.empty()) Deliver(frames);  // poll can wake with nothing to read
     }
   }
 
