@@ -61,17 +61,21 @@ struct Digest {
 Status Train(const Settings& settings, const Options& options) {
   SYNCLINE_ASSIGN_OR_RETURN(std::vector<TensorPlan> plan, ParseTensors(options.tensors));
   const ValueKind kind = options.values == "random" ? ValueKind::kRandom : ValueKind::kExact;
+  // The tensors outlive the worker: a failed operation may leave them in the
+  // transport's hands until the worker is destroyed.
+  std::vector<std::vector<uint8_t>> grads;
+  uint64_t bytes_per_round = 0;
+  for (const auto& t : plan) {
+    grads.emplace_back(t.elements * DTypeSize(t.dtype));
+    bytes_per_round += grads.back().size();
+  }
   SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(settings));
   const int rank = worker->rank(), workers = worker->num_workers();
 
   std::vector<TensorId> ids;
-  std::vector<std::vector<uint8_t>> grads;
-  uint64_t bytes_per_round = 0;
   for (const auto& t : plan) {
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, worker->Declare(t.name, t.dtype, t.elements));
     ids.push_back(id);
-    grads.emplace_back(t.elements * DTypeSize(t.dtype));
-    bytes_per_round += grads.back().size();
   }
   std::printf("rank %d of %d: %zu tensors, %.2f MiB per round, %llu rounds%s\n", rank, workers, plan.size(),
               bytes_per_round / 1048576.0, static_cast<unsigned long long>(options.rounds),

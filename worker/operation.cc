@@ -62,17 +62,18 @@ void Operation::Fail(const Status& status) {
 
 Status Operation::Wait(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  const bool done = cv_.wait_until(lock, deadline.at(), [&] { return remaining_ == 0 || error_.has_value(); });
-  if (error_) {
-    // Give the transport a moment to let go of the caller's memory, so it
-    // may be reused once Wait returns; a dead peer's queue may never.
-    cv_.wait_for(lock, kReleaseGrace, [&] { return releases_pending_ == 0; });
-    return *error_;
-  }
-  if (!done)
-    return DeadlineExceeded("push_pull of tensor '" + name_ + "': " + std::to_string(remaining_) + " of " +
-                            std::to_string(chunks_.size()) + " chunks still outstanding");
-  return Status::Ok();
+  // A failed operation returns only once the transport has let go of the
+  // caller's memory (the worker closes its endpoint on abort, which drops
+  // queued sends), so the caller may free it as soon as Wait returns.
+  const bool done = cv_.wait_until(lock, deadline.at(), [&] {
+    return remaining_ == 0 || (error_.has_value() && releases_pending_ == 0);
+  });
+  if (done) return error_ ? *error_ : Status::Ok();
+  std::string what = error_ ? error_->message() + "; " : "";
+  return DeadlineExceeded(what + "push_pull of tensor '" + name_ + "': " + std::to_string(remaining_) + " of " +
+                          std::to_string(chunks_.size()) + " chunks still outstanding and " +
+                          std::to_string(releases_pending_) +
+                          " still held by the transport: keep the tensor's memory until the worker is destroyed");
 }
 
 bool Operation::Done() const {

@@ -36,7 +36,10 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // The operation failed (server error, abort, send failure); first failure wins.
   void Fail(const Status& status);
 
-  // Waits until every chunk is back or the operation failed.
+  // Waits until every chunk is back, or the operation failed and the
+  // transport released the caller's memory. DeadlineExceeded otherwise: the
+  // memory may then still be read by the transport until the worker is
+  // destroyed.
   Status Wait(Deadline deadline);
   bool Done() const;
   const std::string& tensor_name() const { return name_; }
@@ -48,7 +51,6 @@ class Operation : public std::enable_shared_from_this<Operation> {
     std::optional<Buffer> reply;    // arrived, not yet written back
     bool finished = false;
   };
-  static constexpr auto kReleaseGrace = std::chrono::milliseconds(1000);
   void OnReleased(size_t i);
   // Writes the reply of chunk `i` back if both halves are in; lock held.
   void MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock);

@@ -34,10 +34,13 @@ Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, con
       cuda_(CudaDevicesPresent()) {}
 
 Worker::~Worker() {
+  std::thread closer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!shutdown_) shutdown_ = Aborted("worker destroyed without Shutdown");
+    closer.swap(closer_);
   }
+  if (closer.joinable()) closer.join();
   endpoint_->Close();
   FailAll(Aborted("worker destroyed"));
 }
@@ -45,7 +48,13 @@ Worker::~Worker() {
 Status Worker::Start(const std::string& listen_address) {
   SYNCLINE_ASSIGN_OR_RETURN(std::string address,
                             endpoint_->Listen(listen_address, [this](Message&& m) { OnMessage(std::move(m)); }));
-  client_.SetAbortHandler([this](const Status& st) { FailAll(st); });
+  client_.SetAbortHandler([this](const Status& st) {
+    FailAll(st);
+    // Close the endpoint so queued sends drop their references to callers'
+    // tensors; not on this thread, which may be the endpoint's own.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closer_.joinable()) closer_ = std::thread([this] { endpoint_->Close(); });
+  });
   SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
   const auto servers = client_.NodesOf(proto::SERVER);
   for (const auto& s : servers) SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -110,6 +111,7 @@ class Worker {
   std::unordered_map<uint64_t, InFlight> in_flight_;     // GUARDED_BY(mu_), by request id
   std::vector<std::weak_ptr<Operation>> ops_;            // GUARDED_BY(mu_), to wait for at shutdown
   std::optional<Status> shutdown_;                       // GUARDED_BY(mu_)
+  std::thread closer_;                                   // GUARDED_BY(mu_): closes the endpoint after an abort
 };
 
 }  // namespace syncline

@@ -42,12 +42,14 @@ Result<std::vector<uint64_t>> ParseSizes(const std::string& text) {
 
 Status Run(const Settings& settings, const Options& options) {
   SYNCLINE_ASSIGN_OR_RETURN(std::vector<uint64_t> sizes, ParseSizes(options.sizes));
+  // Declared before the worker so it outlives it (see Operation::Wait).
+  std::vector<float> data;
   SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(settings));
   const int workers = worker->num_workers();
   for (uint64_t bytes : sizes) {
     const uint64_t n = bytes / 4;
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, worker->Declare("bench." + std::to_string(bytes), DType::kFloat32, n));
-    std::vector<float> data(n);
+    data.assign(n, 0.0f);
     std::vector<double> times;
     // Every worker runs the same number of iterations: rank 0 decides by
     // time and broadcasts the count.
