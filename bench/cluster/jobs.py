@@ -1,0 +1,149 @@
+"""A Syncline job across the hosts of an EmulatedCluster: one `pslaunch --role ...`
+per process, each advertising its host's address, all pointed at the scheduler's.
+
+Layouts (host 0 is always the scheduler's):
+  separate:  servers on hosts 1..M, workers on hosts M+1..M+N   (1 + M + N hosts)
+  colocate:  workers on hosts 1..N, server j beside worker j    (1 + N hosts, M <= N)
+"""
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEDULER_PORT = 9000
+
+
+def build_dir():
+    return Path(os.environ.get("SYNCLINE_BUILD_DIR", REPO / "build"))
+
+
+def binary(name):
+    path = build_dir() / "bin" / name
+    if not os.access(path, os.X_OK):
+        raise FileNotFoundError(f"{path} is missing: build first (cmake --build build), or set SYNCLINE_BUILD_DIR")
+    return str(path)
+
+
+@dataclass
+class Layout:
+    workers: int
+    servers: int
+    colocate: bool = False
+
+    def __post_init__(self):
+        if self.colocate and self.servers > self.workers:
+            raise ValueError("colocated servers need a worker host each (servers <= workers)")
+
+    @property
+    def hosts(self):
+        return 1 + self.workers + (0 if self.colocate else self.servers)
+
+    def server_host(self, j):
+        return 1 + j
+
+    def worker_host(self, r):
+        return 1 + r + (0 if self.colocate else self.servers)
+
+
+@dataclass
+class Job:
+    cluster: object
+    layout: Layout
+    scheduler: object = None
+    servers: list = field(default_factory=list)
+    workers: list = field(default_factory=list)
+
+    @property
+    def procs(self):
+        return [self.scheduler, *self.servers, *self.workers]
+
+    def wait(self, timeout, after_failure=10.0):
+        """Exit codes of every pslaunch. Once one fails, the others get `after_failure`
+        seconds to end (they learn of it from the scheduler), then are stopped; so are
+        those still running at `timeout`, whose code is None."""
+        end = time.monotonic() + min(timeout, self.cluster.remaining())
+        while time.monotonic() < end:
+            codes = [p.popen.poll() for p in self.procs]
+            if None not in codes:
+                return codes
+            if any(c not in (None, 0) for c in codes):
+                end = min(end, time.monotonic() + after_failure)
+            time.sleep(0.05)
+        codes = [p.popen.poll() for p in self.procs]
+        for p, c in zip(self.procs, codes):
+            if c is None:
+                self.cluster.kill(p, grace=2.0)
+        return codes
+
+
+def clean_env(extra=None):
+    """This process's environment without Syncline/BytePS settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_", "PS_"))}
+    env.update({k: str(v) for k, v in (extra or {}).items()})
+    return env
+
+
+def start_job(cluster, layout, worker_command, env=None, timeout=240):
+    """Starts scheduler, servers and workers, each with `pslaunch --role` in its host."""
+    pslaunch = binary("pslaunch")
+    token = os.urandom(16).hex()
+    scheduler = f"{cluster.address(0)}:{SCHEDULER_PORT}"
+    common = ["--scheduler", scheduler, "--workers", layout.workers, "--servers", layout.servers,
+              "--token", token, "--timeout", int(timeout)]
+    env = clean_env(env)
+    job = Job(cluster, layout)
+    job.scheduler = cluster.start(0, [pslaunch, "--role", "scheduler", *common], env, name="scheduler")
+    for j in range(layout.servers):
+        h = layout.server_host(j)
+        job.servers.append(cluster.start(h, [pslaunch, "--role", "server", *common, "--host", cluster.address(h)],
+                                         env, name=f"server-{j}"))
+    for r in range(layout.workers):
+        h = layout.worker_host(r)
+        job.workers.append(cluster.start(h, [pslaunch, "--role", "worker", *common, "--host", cluster.address(h),
+                                             "--rank", r, "--", *worker_command], env, name=f"worker-{r}"))
+    return job
+
+
+def describe(job):
+    """Where each process ran, for the reader."""
+    c, lay = job.cluster, job.layout
+    rows = [f"scheduler  host 0 ({c.address(0)}:{SCHEDULER_PORT})"]
+    rows += [f"server {j}   host {lay.server_host(j)} ({c.address(lay.server_host(j))})" for j in range(lay.servers)]
+    rows += [f"worker {r}   host {lay.worker_host(r)} ({c.address(lay.worker_host(r))})" for r in range(lay.workers)]
+    return rows
+
+
+def check_training(job, codes, rounds):
+    """Problems with a finished syncline-example-training job (empty: every worker
+    verified every sum of `rounds` rounds and all pulled bit-identical results)."""
+    problems = []
+    names = ["scheduler"] + [f"server {j}" for j in range(len(job.servers))] + \
+            [f"worker {r}" for r in range(len(job.workers))]
+    for name, code in zip(names, codes):
+        if code != 0:
+            problems.append(f"{name}: {'still running at the deadline or after another failed (stopped)' if code is None else f'exit status {code}'}")
+    digests = []
+    for r, p in enumerate(job.workers):
+        out = p.output()
+        if out.count(f"done: {rounds} rounds") != 1:
+            problems.append(f"worker {r} did not print 'done: {rounds} rounds'")
+        digests += re.findall(r"result digest ([0-9a-f]{16})", out)
+    if len(digests) != len(job.workers) or len(set(digests)) != 1:
+        problems.append(f"result digests differ or are missing: {digests}")
+    return problems
+
+
+def goodput_lines(output):
+    """The JSON lines that syncline-bench-worker printed (pslaunch prefixes them)."""
+    found = []
+    for line in output.splitlines():
+        brace = line.find("{")
+        if brace >= 0:
+            try:
+                found.append(json.loads(line[brace:]))
+            except ValueError:
+                pass
+    return [f for f in found if "goodput_MBps" in f]
