@@ -1,6 +1,7 @@
 #include "transport/wire.h"
 
 #include "common/dtype.h"
+#include "common/logging.h"
 
 namespace syncline {
 
@@ -62,6 +63,22 @@ Status ValidateMessage(const Message& m) {
   if (auto body = RequiredBody(h.op()); body != proto::Header::BODY_NOT_SET && h.body_case() != body)
     return InvalidArgument(proto::Op_Name(h.op()) + " lacks its body");
   return Status::Ok();
+}
+
+std::optional<Message> AdmitReceived(Result<Message> decoded, std::mutex& mu, EndpointStats& stats,
+                                     const std::string& where) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (decoded.ok()) {
+      ++stats.messages_received;
+      stats.payload_bytes_received += PayloadBytes(*decoded);
+    } else {
+      ++stats.messages_rejected;
+    }
+  }
+  if (decoded.ok()) return std::move(decoded).value();
+  SYNCLINE_LOG_WARN("{}: dropping malformed message: {}", where, decoded.status().message());
+  return std::nullopt;
 }
 
 Result<Message> DecodeMessage(const void* header_bytes, size_t header_size, std::vector<Buffer> payloads) {

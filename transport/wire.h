@@ -2,6 +2,8 @@
 // validation every received message passes before a Receiver sees it.
 #pragma once
 
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,12 @@ std::string EncodeHeader(const proto::Header& header);
 // dtype-aligned length on data ops, and the body each control op needs.
 Result<Message> DecodeMessage(const void* header_bytes, size_t header_size, std::vector<Buffer> payloads);
 Status ValidateMessage(const Message& message);
+
+// The receive-side bookkeeping every backend shares: counts `decoded` in
+// `stats` (under `mu`), logs why a rejected message was dropped, and returns
+// the message to hand to the Receiver, or nothing.
+std::optional<Message> AdmitReceived(Result<Message> decoded, std::mutex& mu, EndpointStats& stats,
+                                     const std::string& where);
 
 // Totals the payload frames' sizes of `message` (what header.byte_length must
 // equal, unless the frames travel in shared memory: header.shm).

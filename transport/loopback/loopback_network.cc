@@ -107,21 +107,10 @@ class LoopbackEndpoint : public Endpoint {
         envelope = std::move(inbox_->queue.front());
         inbox_->queue.pop_front();
       }
-      auto message = DecodeMessage(envelope.header.data(), envelope.header.size(), std::move(envelope.payloads));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (message.ok()) {
-          ++stats_.messages_received;
-          stats_.payload_bytes_received += PayloadBytes(*message);
-        } else {
-          ++stats_.messages_rejected;
-        }
-      }
-      if (!message.ok()) {
-        SYNCLINE_LOG_WARN("{}: dropping malformed message: {}", address_, message.status().message());
-        continue;
-      }
-      receiver_(std::move(message).value());
+      auto message = AdmitReceived(
+          DecodeMessage(envelope.header.data(), envelope.header.size(), std::move(envelope.payloads)), mu_, stats_,
+          address_);
+      if (message) receiver_(std::move(*message));
     }
   }
 

@@ -161,20 +161,8 @@ class ZmqEndpoint : public Endpoint {
       }
       message = DecodeMessage(frames[1].data(), frames[1].size(), std::move(payloads));
     }
-    {
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      if (message.ok()) {
-        ++stats_.messages_received;
-        stats_.payload_bytes_received += PayloadBytes(*message);
-      } else {
-        ++stats_.messages_rejected;
-      }
-    }
-    if (!message.ok()) {
-      SYNCLINE_LOG_WARN("{}: dropping malformed message: {}", address_, message.status().message());
-      return;
-    }
-    receiver_(std::move(message).value());
+    auto admitted = AdmitReceived(std::move(message), stats_mu_, stats_, address_);
+    if (admitted) receiver_(std::move(*admitted));
   }
 
   const ZmqOptions options_;
