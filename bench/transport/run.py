@@ -54,8 +54,10 @@ def syncline(bin_dir, transport, workers, sizes, seconds):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_"))}
     env["SYNCLINE_LOG_LEVEL"] = "warn"
     argv = [str(bin_dir / "pslaunch"), "--workers", str(workers), "--servers", "1", "--timeout", "600"]
+    # Every process here shares one machine, so shared memory would carry the
+    # payloads of every transport: only the "shm" runs use it.
+    env["SYNCLINE_SHM"] = "1" if transport == "shm" else "0"
     if transport == "shm":
-        env["SYNCLINE_SHM"] = "1"
         transport = "tcp"
     argv += ["--transport", transport, "--", str(bin_dir / "syncline-bench-worker"),
              "--sizes", ",".join(map(str, sizes)), "--seconds", str(seconds)]
@@ -68,6 +70,37 @@ def syncline(bin_dir, transport, workers, sizes, seconds):
         goodput[size] = statistics.mean(r["goodput_MBps"] for r in mine)
         rtt[size] = statistics.mean(r["round_trip_us"] for r in mine)
     return goodput, rtt
+
+
+def write_svg(path, sizes, series, title):
+    """A small line chart (log2 x: size, linear y: MB/s) without plotting libraries."""
+    w, h, left, bottom, top, right = 720, 420, 70, 50, 40, 170
+    ymax = max(max(v.values()) for v in series.values()) * 1.1
+    xs = {s: left + (w - left - right) * i / max(1, len(sizes) - 1) for i, s in enumerate(sizes)}
+    def y(v):
+        return h - bottom - (h - bottom - top) * v / ymax
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{w / 2}" y="22" text-anchor="middle" font-size="14">{title}</text>',
+           f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="black"/>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="black"/>',
+           f'<text x="{(left + w - right) / 2}" y="{h - 12}" text-anchor="middle">message size</text>',
+           f'<text x="16" y="{(top + h - bottom) / 2}" transform="rotate(-90 16 {(top + h - bottom) / 2})" '
+           f'text-anchor="middle">MB/s per worker</text>']
+    for s in sizes:
+        out.append(f'<text x="{xs[s]}" y="{h - bottom + 16}" text-anchor="middle">{human(s)}</text>')
+    for k in range(6):
+        v = ymax * k / 5
+        out.append(f'<text x="{left - 6}" y="{y(v) + 4}" text-anchor="end">{v:.0f}</text>')
+        out.append(f'<line x1="{left}" y1="{y(v)}" x2="{w - right}" y2="{y(v)}" stroke="#ddd"/>')
+    for i, (name, values) in enumerate(series.items()):
+        c = colors[i % len(colors)]
+        pts = " ".join(f"{xs[s]:.1f},{y(values[s]):.1f}" for s in sizes)
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"/>')
+        out.append(f'<text x="{w - right + 10}" y="{top + 16 * i + 10}" fill="{c}">{name}</text>')
+    out.append("</svg>")
+    Path(path).write_text("\n".join(out) + "\n")
 
 
 def human(size):
@@ -83,6 +116,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.5, help="time per size per run")
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
     ap.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    ap.add_argument("--svg", type=Path, help="also draw goodput against size into this SVG file")
     args = ap.parse_args()
     bin_dir = args.build_dir / "bin"
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -135,6 +169,11 @@ def main():
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")
+    if args.svg:
+        series = {"raw ZeroMQ stream": raw}
+        for (t, w), (g, _) in medians.items():
+            series[f"{t}, {w} worker{'s' if w > 1 else ''}"] = g
+        write_svg(args.svg, sizes, series, "Push+pull goodput per worker vs raw ZeroMQ (loopback)")
 
 
 if __name__ == "__main__":
