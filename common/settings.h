@@ -41,8 +41,12 @@ struct Settings {
   // SYNCLINE_WORKER_RANK | DMLC_WORKER_ID. This worker's rank; -1 = assigned
   // by the scheduler in order of arrival.
   int worker_rank = -1;
-  // SYNCLINE_TRANSPORT. "tcp" (ZeroMQ over TCP, default) or "ipc" (ZeroMQ over
-  // Unix sockets; single host only). The scheduler is always reached over TCP.
+  // SYNCLINE_TRANSPORT. The data plane between workers and servers: "tcp"
+  // (ZeroMQ over TCP, default), "ipc" (ZeroMQ over Unix sockets; single host
+  // only) or "ucx" (UCX: RDMA verbs where there is an RDMA device, else UCX's
+  // tcp and shared memory, steered by UCX_TLS; builds with UCX only).
+  // DMLC_ENABLE_RDMA=1|ibverbs or DMLC_ENABLE_UCX=1 select "ucx" unless
+  // SYNCLINE_TRANSPORT is set. The scheduler is always reached over ZeroMQ TCP.
   std::string transport = "tcp";
   // SYNCLINE_SHM. Payloads between a worker and a server on the same machine
   // (same kernel and network namespace) go through shared memory instead of

@@ -77,7 +77,8 @@ void DefineOptions(CLI::App& app, Options& o) {
   app.add_option("-s,--servers", o.servers, "Number of servers (M >= 1)")->required()->check(CLI::Range(1, 65535));
   auto* port = app.add_option("-p,--port", o.port, "Scheduler port of a local job (default: a free one)")
                    ->check(CLI::Range(1, 65535));
-  app.add_option("--transport", o.transport, "Data transport: tcp or ipc (ipc: single host only)")
+  app.add_option("--transport", o.transport,
+                 "Data transport: tcp or ipc (ZeroMQ; ipc: single host only), or ucx (UCX, steered by UCX_TLS)")
       ->check(CLI::IsMember({"tcp", "ipc", "ucx"}));
   app.add_option("-e,--env", o.env, "Extra environment variable NAME=VALUE for every process (repeatable)")
       ->check(FromParser("NAME=VALUE", &ParseEnvAssignment))

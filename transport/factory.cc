@@ -5,24 +5,52 @@
 #include <atomic>
 #include <random>
 
+#include "syncline/config.h"
+#include "transport/multi_endpoint.h"
 #include "transport/zmq/zmq_endpoint.h"
+#if SYNCLINE_HAVE_UCX
+#include "transport/ucx/ucx_endpoint.h"
+#endif
 
 namespace syncline {
+namespace {
+
+// The backend for an address scheme.
+Result<std::unique_ptr<Endpoint>> CreateBackend(const std::string& scheme) {
+  if (scheme == "tcp" || scheme == "ipc") return CreateZmqEndpoint();
+  if (scheme == "ucx") {
+#if SYNCLINE_HAVE_UCX
+    return CreateUcxEndpoint();
+#else
+    return Unavailable("this build of Syncline has no UCX transport (it was built without libucx-dev); "
+                       "use SYNCLINE_TRANSPORT=tcp, or rebuild with UCX");
+#endif
+  }
+  return InvalidArgument("unknown transport '" + scheme + "' (expected tcp, ipc or ucx)");
+}
+
+// ZeroMQ serves tcp:// and ipc:// alike.
+std::string BackendKey(const std::string& scheme) { return scheme == "ipc" ? "tcp" : scheme; }
+
+}  // namespace
 
 Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport) {
-  if (transport == "tcp" || transport == "ipc") return CreateZmqEndpoint();
-  return InvalidArgument("unknown transport '" + transport + "' (expected tcp or ipc)");
+  // Start the listening backend now, so a transport that cannot work here
+  // (UCX without a usable device) fails at once with its reason.
+  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> listening, CreateBackend(transport));
+  return std::unique_ptr<Endpoint>(new MultiEndpoint(&CreateBackend, &BackendKey, std::move(listening), transport));
 }
 
 Result<std::string> ListenAddress(const std::string& transport, const std::string& host, int port) {
   if (transport == "tcp") return "tcp://" + host + ":" + std::to_string(port);
+  if (transport == "ucx") return "ucx://" + host + ":" + std::to_string(port);
   if (transport == "ipc") {
     static std::atomic<int> counter{0};
     std::random_device rd;
     return "ipc:///tmp/syncline-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
            std::to_string(rd() % 100000) + ".sock";
   }
-  return InvalidArgument("unknown transport '" + transport + "' (expected tcp or ipc)");
+  return InvalidArgument("unknown transport '" + transport + "' (expected tcp, ipc or ucx)");
 }
 
 }  // namespace syncline

@@ -4,8 +4,9 @@
 //
 // Each node owns one Endpoint. It listens at one address and receives every
 // message on its own I/O thread, which calls the Receiver. It sends to peers
-// it has connected by id. Backends: zmq/ (tcp, ipc) and loopback/ (in-process,
-// for tests); FaultyEndpoint wraps any of them to drop or corrupt traffic.
+// it has connected by id. Backends: zmq/ (tcp, ipc), ucx/ (RDMA, tcp, shared
+// memory) and loopback/ (in-process, for tests); FaultyEndpoint wraps any of
+// them to drop or corrupt traffic.
 #pragma once
 
 #include <cstdint>

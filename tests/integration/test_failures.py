@@ -53,6 +53,15 @@ def test_bad_setting_is_a_clear_error():
     assert "SYNCLINE_NUM_WORKERS" in proc.stdout and "not an integer" in proc.stdout, proc.stdout
 
 
+def test_ucx_without_an_rdma_device_is_a_clear_error():
+    # UCX_TLS=rc asks UCX for InfiniBand/RoCE verbs alone.
+    code, out = run_pslaunch(1, 1, [EXAMPLE, "--rounds", "2"], env={"SYNCLINE_TRANSPORT": "ucx", "UCX_TLS": "rc"},
+                             timeout=60)
+    if code == 0:
+        pytest.skip("this machine has an RDMA device")
+    assert "UCX found no usable transport (UCX_TLS=rc)" in out and "no RDMA" in out, out
+
+
 def send_garbage(port, rounds=20):
     """Connects to 127.0.0.1:port and writes random bytes, `rounds` times."""
     for i in range(rounds):
@@ -82,9 +91,17 @@ def test_garbage_to_scheduler_and_server_ports_does_not_stop_the_job(cluster_fac
     assert "done: 40 rounds" in c.output("worker 0")
 
 
+# The data plane the kill tests run over: ZeroMQ tcp, and UCX with its default
+# transports and with shared memory alone (where UCX cannot report dead peers).
+TRANSPORTS = {"tcp": dict(SYNCLINE_TRANSPORT="tcp"),
+              "ucx": dict(SYNCLINE_TRANSPORT="ucx", SYNCLINE_SHM=0),
+              "ucx-sm": dict(SYNCLINE_TRANSPORT="ucx", SYNCLINE_SHM=0, UCX_TLS="sm")}
+
+
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
 @pytest.mark.parametrize("victim", ["worker 1", "server 1"])
-def test_killed_node_ends_the_job_with_its_name(cluster_factory, victim):
-    c = cluster_factory(3, 2, **HEARTBEAT)
+def test_killed_node_ends_the_job_with_its_name(cluster_factory, victim, transport):
+    c = cluster_factory(3, 2, **HEARTBEAT, **TRANSPORTS[transport])
     c.start_scheduler()
     server_ports = [free_port(), free_port()]
     for i in range(2):

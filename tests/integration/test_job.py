@@ -13,11 +13,24 @@ def digests(output):
     return re.findall(r"result digest ([0-9a-f]{16})", output)
 
 
-@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
+# The UCX transport, with UCX_TLS as given (None: UCX's default, or the caller's UCX_TLS).
+UCX_VARIANTS = {"ucx": None, "ucx-tcp": "tcp", "ucx-sm": "sm"}
+
+
+def transport_env(transport):
+    """Settings for a transport name of these tests: tcp, ipc, shm (payloads through Syncline's
+    shared memory, headers over tcp) or a UCX variant; all but shm keep payloads on the transport."""
+    if transport == "shm":
+        return {"SYNCLINE_TRANSPORT": "tcp", "SYNCLINE_SHM": 1}
+    if transport in UCX_VARIANTS:
+        tls = UCX_VARIANTS[transport]
+        return {"SYNCLINE_TRANSPORT": "ucx", "SYNCLINE_SHM": 0, **({"UCX_TLS": tls} if tls else {})}
+    return {"SYNCLINE_TRANSPORT": transport, "SYNCLINE_SHM": 0}
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm", *UCX_VARIANTS])
 def test_many_rounds_every_dtype_exact(transport):
-    # "shm": payloads through shared memory, headers over tcp; the others keep payloads on the socket.
-    env = {"SYNCLINE_TRANSPORT": "tcp", "SYNCLINE_SHM": 1} if transport == "shm" else \
-        {"SYNCLINE_TRANSPORT": transport, "SYNCLINE_SHM": 0}
+    env = transport_env(transport)
     code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "120", "--quiet", "--tensors", ALL_DTYPES_SMALL_TO_MEDIUM],
                              env={**env, "SYNCLINE_PARTITION_BYTES": 65536})
     assert code == 0, out
@@ -26,9 +39,11 @@ def test_many_rounds_every_dtype_exact(transport):
     assert len(set(digests(out))) == 1, out  # every worker pulled the same bits
 
 
-def test_64mib_tensors_of_every_dtype():
+@pytest.mark.parametrize("transport", ["default", "ucx-tcp", "ucx-sm"])
+def test_64mib_tensors_of_every_dtype(transport):
     tensors = "fp32:16777216,fp16:33554432,bf16:33554432,fp64:8388608"  # 64 MiB each
-    code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "2", "--tensors", tensors])
+    env = {} if transport == "default" else transport_env(transport)
+    code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "2", "--tensors", tensors], env=env)
     assert code == 0, out
     assert out.count("round 2/2") == 3 and out.count("verified") >= 6, out
 

@@ -13,6 +13,15 @@
 
 namespace syncline::ucx {
 
+// How the endpoint uses the transports UCX_TLS names (see ucx_context.cc).
+struct TransportChoice {
+  std::string tls;                     // what UCX is told to use
+  bool added_tcp = false;              // tcp was added for connection setup
+  bool peer_failure_handling = true;   // endpoints report dead peers (not possible over shared memory)
+};
+// `tls` is UCX_TLS as UCX read it ("" = all transports).
+TransportChoice ChooseTransports(const std::string& tls);
+
 // One UCP context (Active Messages + wakeup) and one single-threaded worker.
 // Not thread-safe: after Open, only one thread at a time may use worker().
 class Context {
@@ -30,8 +39,10 @@ class Context {
   int event_fd() const { return event_fd_; }
   // Largest AM header UCX accepts on this worker.
   size_t max_am_header() const { return max_am_header_; }
-  // The transports UCX was told to use (UCX_TLS), for messages.
+  // The transports UCX was asked for (UCX_TLS), for messages.
   const std::string& tls() const { return tls_; }
+  // Whether endpoints may ask UCX for peer-failure handling (see TransportChoice).
+  bool peer_failure_handling() const { return peer_failure_handling_; }
 
  private:
   Context() = default;
@@ -40,6 +51,7 @@ class Context {
   int event_fd_ = -1;
   size_t max_am_header_ = 0;
   std::string tls_;
+  bool peer_failure_handling_ = true;
 };
 
 // A socket address as UCX takes it.

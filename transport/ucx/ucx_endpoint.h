@@ -28,7 +28,7 @@ struct UcxOptions {
   size_t receive_pool_idle_bytes = size_t{256} << 20;
   // How long Close lets queued messages drain and connections close cleanly
   // before it forces them shut.
-  int close_timeout_ms = 1000;
+  int close_timeout_ms = 500;
 };
 
 // Creates a UCX context and worker and starts the endpoint's progress thread.

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "summation/half.h"
+#include "syncline/config.h"
 #include "tests/unit/testing/in_process_job.h"
 
 namespace syncline {
@@ -17,17 +18,18 @@ using testing::InProcessJob;
 // Small integers: exact in every dtype, and so are their sums over a few workers.
 double Value(int rank, uint64_t round, size_t i) { return static_cast<double>((rank * 7 + round * 3 + i) % 13) - 4; }
 
+void Store(DType t, std::vector<uint8_t>& out, size_t i, double v) {
+  switch (t) {
+    case DType::kFloat32: reinterpret_cast<float*>(out.data())[i] = static_cast<float>(v); break;
+    case DType::kFloat64: reinterpret_cast<double*>(out.data())[i] = v; break;
+    case DType::kFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToHalf(static_cast<float>(v)); break;
+    case DType::kBFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToBf16(static_cast<float>(v)); break;
+  }
+}
+
 std::vector<uint8_t> Fill(DType t, size_t n, int rank, uint64_t round) {
   std::vector<uint8_t> out(n * DTypeSize(t));
-  for (size_t i = 0; i < n; ++i) {
-    double v = Value(rank, round, i);
-    switch (t) {
-      case DType::kFloat32: reinterpret_cast<float*>(out.data())[i] = static_cast<float>(v); break;
-      case DType::kFloat64: reinterpret_cast<double*>(out.data())[i] = v; break;
-      case DType::kFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToHalf(static_cast<float>(v)); break;
-      case DType::kBFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToBf16(static_cast<float>(v)); break;
-    }
-  }
+  for (size_t i = 0; i < n; ++i) Store(t, out, i, Value(rank, round, i));
   return out;
 }
 
@@ -36,12 +38,7 @@ std::vector<uint8_t> ExpectedSum(DType t, size_t n, int workers, uint64_t round)
   for (size_t i = 0; i < n; ++i) {
     double v = 0;
     for (int r = 0; r < workers; ++r) v += Value(r, round, i);
-    switch (t) {
-      case DType::kFloat32: reinterpret_cast<float*>(out.data())[i] = static_cast<float>(v); break;
-      case DType::kFloat64: reinterpret_cast<double*>(out.data())[i] = v; break;
-      case DType::kFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToHalf(static_cast<float>(v)); break;
-      case DType::kBFloat16: reinterpret_cast<uint16_t*>(out.data())[i] = FloatToBf16(static_cast<float>(v)); break;
-    }
+    Store(t, out, i, v);
   }
   return out;
 }
@@ -143,6 +140,13 @@ TEST_P(WorkerJobTest, AverageAndBroadcast) {
 INSTANTIATE_TEST_SUITE_P(SharedMemory, WorkerJobTest, ::testing::Values("loopback+shm", "tcp+shm"),
                          [](const auto& info) { return info.param.substr(0, info.param.find('+')) + "_shm"; });
 INSTANTIATE_TEST_SUITE_P(Transports, WorkerJobTest, ::testing::Values("loopback", "tcp", "ipc"));
+#if SYNCLINE_HAVE_UCX
+// UCX over the transports UCX_TLS names (UCX's default here; ctest also runs
+// these with UCX_TLS=tcp and UCX_TLS=sm).
+INSTANTIATE_TEST_SUITE_P(Ucx, WorkerJobTest, ::testing::Values("ucx", "ucx+shm"), [](const auto& info) {
+  return info.param.find('+') == std::string::npos ? info.param : info.param.substr(0, info.param.find('+')) + "_shm";
+});
+#endif
 
 TEST(WorkerJob, DeterministicModeIsBitIdenticalAcrossRuns) {
   auto run = [] {
