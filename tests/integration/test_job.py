@@ -48,11 +48,14 @@ def test_64mib_tensors_of_every_dtype(transport):
     assert out.count("round 2/2") == 3 and out.count("verified") >= 6, out
 
 
-def test_deterministic_mode_is_bit_identical_across_runs():
+@pytest.mark.parametrize("transport", ["default", "ucx"])
+def test_deterministic_mode_is_bit_identical_across_runs(transport):
     command = [EXAMPLE, "--rounds", "5", "--quiet", "--values", "random", "--tensors", "fp32:100000,fp16:50000,bf16:70000"]
+    env = {} if transport == "default" else transport_env(transport)
     runs = []
     for _ in range(2):
-        code, out = run_pslaunch(3, 2, command, env={"SYNCLINE_DETERMINISTIC": 1, "SYNCLINE_PARTITION_BYTES": 16384})
+        code, out = run_pslaunch(3, 2, command,
+                                 env={**env, "SYNCLINE_DETERMINISTIC": 1, "SYNCLINE_PARTITION_BYTES": 16384})
         assert code == 0, out
         found = digests(out)
         assert len(found) == 3 and len(set(found)) == 1, out
@@ -60,9 +63,11 @@ def test_deterministic_mode_is_bit_identical_across_runs():
     assert runs[0] == runs[1]
 
 
-def test_async_mode_applies_every_push():
+@pytest.mark.parametrize("transport", ["default", "ucx"])
+def test_async_mode_applies_every_push(transport):
+    env = {} if transport == "default" else transport_env(transport)
     code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "30", "--quiet", "--tensors", "fp32:5000,fp64:70000"],
-                             env={"SYNCLINE_ASYNC": 1, "SYNCLINE_PARTITION_BYTES": 8192})
+                             env={**env, "SYNCLINE_ASYNC": 1, "SYNCLINE_PARTITION_BYTES": 8192})
     assert code == 0, out
     assert out.count("async totals verified") == 3, out
 
