@@ -102,10 +102,15 @@ Result<std::unique_ptr<Context>> Context::Open() {
   ucp_config_release(config);
   if (init != UCS_OK) {
     c->context_ = nullptr;
-    std::string asked = "UCX_TLS=" + requested + (devices.empty() || devices == "all" ? "" : " UCX_NET_DEVICES=" + devices);
-    return Unavailable("UCX found no usable transport (" + asked + "): " + StatusText(init) +
-                       ". There is no RDMA (InfiniBand/RoCE) device here that UCX can use for the transports asked"
-                       " for; leave UCX_TLS unset, set UCX_TLS=tcp or UCX_TLS=sm, or use SYNCLINE_TRANSPORT=tcp");
+    const std::string asked =
+        "UCX_TLS=" + requested + (devices.empty() || devices == "all" ? "" : " UCX_NET_DEVICES=" + devices);
+    if (init == UCS_ERR_NO_DEVICE)
+      return Unavailable("UCX found no usable transport (" + asked + "): " + StatusText(init) +
+                         ". There is no RDMA (InfiniBand/RoCE) device here that UCX can use for the transports"
+                         " asked for; leave UCX_TLS unset, set UCX_TLS=tcp or UCX_TLS=sm, or use"
+                         " SYNCLINE_TRANSPORT=tcp");
+    return Unavailable("UCX cannot start (" + asked + "): " + StatusText(init) +
+                       "; check the UCX_* settings (UCX_TLS unset lets UCX choose), or use SYNCLINE_TRANSPORT=tcp");
   }
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;

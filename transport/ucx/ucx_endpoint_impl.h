@@ -140,6 +140,7 @@ class UcxEndpoint : public Endpoint {
   void Flush(Inbox& inbox);
   void Deliver(const uint8_t* header, size_t header_length, const Buffer& data);
   void Reject(const Status& why);
+  std::string Where() const;  // this endpoint in log lines
 
   const UcxOptions options_;
   std::unique_ptr<Context> ucx_;  // reset by Close

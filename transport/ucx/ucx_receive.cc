@@ -5,6 +5,7 @@
 // they were sent, so a small message never overtakes a large one before it.
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "common/logging.h"
 #include "transport/ucx/ucx_endpoint_impl.h"
@@ -111,21 +112,12 @@ void UcxEndpoint::Deliver(const uint8_t* header, size_t header_length, const Buf
   Result<Message> message = frames.ok() ? DecodeMessage(frames->header, frames->header_size,
                                                         std::move(frames->payloads))
                                         : Result<Message>(frames.status());
-  if (!message.ok()) return Reject(message.status());
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    ++stats_.messages_received;
-    stats_.payload_bytes_received += PayloadBytes(*message);
-  }
-  if (delivering_ && receiver_) receiver_(std::move(message).value());
+  std::optional<Message> admitted = AdmitReceived(std::move(message), stats_mu_, stats_, Where());
+  if (admitted && delivering_ && receiver_) receiver_(std::move(*admitted));
 }
 
-void UcxEndpoint::Reject(const Status& why) {
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    ++stats_.messages_rejected;
-  }
-  SYNCLINE_LOG_WARN("{}: dropping malformed message: {}", address_.empty() ? "ucx" : address_, why.message());
-}
+void UcxEndpoint::Reject(const Status& why) { (void)AdmitReceived(why, stats_mu_, stats_, Where()); }
+
+std::string UcxEndpoint::Where() const { return address_.empty() ? "ucx" : address_; }
 
 }  // namespace syncline::ucx
