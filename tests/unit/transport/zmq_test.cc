@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "tests/unit/transport/collector.h"
+#include "tests/unit/transport/messages.h"
 #include "transport/wire.h"
 
 namespace syncline {
@@ -22,6 +23,8 @@ namespace {
 using ::testing::HasSubstr;
 using testing::Collector;
 using testing::Eventually;
+using testing::Pattern;
+using testing::Push;
 
 Deadline Soon() { return Deadline::AfterMs(5000); }
 
@@ -32,24 +35,6 @@ std::string FreshIpcAddress() {
 
 std::string ListenSpec(const std::string& transport) {
   return transport == "tcp" ? "tcp://127.0.0.1:0" : FreshIpcAddress();
-}
-
-Buffer Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 gen(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(gen());
-  return Buffer::Copy(v.data(), v.size());
-}
-
-Message Push(uint64_t key, std::vector<Buffer> payloads) {
-  Message m = MakeMessage(proto::PUSH, 1);
-  m.header.set_key(key);
-  m.header.set_round(3);
-  m.header.set_dtype(proto::BFLOAT16);  // 2-byte elements: frames of odd size still total an even count
-  m.header.set_request_id(77);
-  m.payloads = std::move(payloads);
-  m.header.set_byte_length(PayloadBytes(m));
-  return m;
 }
 
 int PortOf(const std::string& tcp_address) {
