@@ -100,6 +100,23 @@ TEST(SumIntoTest, SixteenBitSumsAreCorrectlyRounded) {
   }
 }
 
+// A sum that lands below the smallest normal bf16 keeps its subnormal value
+// (fast paths whose conversion flushes subnormals must not be visible), in any
+// position of a long buffer, next to ordinary sums.
+TEST(SumIntoTest, Bf16SubnormalSumsAreKept) {
+  constexpr uint16_t kOne = 0x3f80, kTwo = 0x4000;
+  constexpr uint16_t kMinNormalPlusUlp = 0x0081, kMinusMinNormal = 0x8080;  // sum: 2^-133 = bf16 0x0001
+  for (size_t where : {size_t{0}, size_t{31}, size_t{32}, size_t{77}, size_t{99}}) {
+    std::vector<uint16_t> dst(100, kOne), src(100, kOne);
+    dst[where] = kMinNormalPlusUlp;
+    src[where] = kMinusMinNormal;
+    kernels::SumInto(DType::kBFloat16, dst.data(), src.data(), dst.size());
+    for (size_t i = 0; i < dst.size(); ++i) {
+      ASSERT_EQ(dst[i], i == where ? 0x0001 : kTwo) << "i=" << i << " where=" << where;
+    }
+  }
+}
+
 TEST(SumIntoTest, WideTypesMatchScalarAdd) {
   std::mt19937 rng(99);
   std::normal_distribution<double> val(0.0, 1e3);
