@@ -33,6 +33,24 @@ def clean_env(**extra):
     return env
 
 
+# The UCX transport, with UCX_TLS as given (None: UCX's default, or the caller's UCX_TLS).
+UCX_VARIANTS = {"ucx": None, "ucx-tcp": "tcp", "ucx-sm": "sm"}
+
+
+def transport_env(transport):
+    """Settings for a transport name of these tests: default (Syncline's defaults), tcp, ipc, shm
+    (payloads through Syncline's shared memory, headers over tcp) or a UCX variant; all but default
+    and shm keep payloads on the transport."""
+    if transport == "default":
+        return {}
+    if transport == "shm":
+        return {"SYNCLINE_TRANSPORT": "tcp", "SYNCLINE_SHM": 1}
+    if transport in UCX_VARIANTS:
+        tls = UCX_VARIANTS[transport]
+        return {"SYNCLINE_TRANSPORT": "ucx", "SYNCLINE_SHM": 0, **({"UCX_TLS": tls} if tls else {})}
+    return {"SYNCLINE_TRANSPORT": transport, "SYNCLINE_SHM": 0}
+
+
 def run_pslaunch(workers, servers, command, env=None, timeout=300, launcher_args=()):
     """Runs a local job through pslaunch; returns (exit code, combined output)."""
     args = [PSLAUNCH, "--workers", str(workers), "--servers", str(servers), *launcher_args, "--", *command]

@@ -7,50 +7,67 @@ import time
 
 import pytest
 
-from conftest import EXAMPLE, SCHEDULER, SERVER, clean_env, free_port, run_pslaunch
+from conftest import EXAMPLE, SCHEDULER, SERVER, clean_env, free_port, run_pslaunch, transport_env
 
 import subprocess
 
 HEARTBEAT = dict(SYNCLINE_HEARTBEAT_INTERVAL_MS=100, SYNCLINE_HEARTBEAT_TIMEOUT_MS=1500)
 
 
-def test_mismatched_declaration_is_a_clear_error():
+# The bad-input runs go over both data-plane transports; the scheduler always speaks ZeroMQ tcp.
+BOTH = ["tcp", "ucx"]
+
+
+@pytest.mark.parametrize("transport", BOTH)
+def test_mismatched_declaration_is_a_clear_error(transport):
     script = f'if [ "$SYNCLINE_WORKER_RANK" = 0 ]; then exec {EXAMPLE} --tensors fp32:10; ' \
              f'else exec {EXAMPLE} --tensors fp16:10; fi'
-    code, out = run_pslaunch(2, 1, ["/bin/sh", "-c", script], timeout=60)
+    code, out = run_pslaunch(2, 1, ["/bin/sh", "-c", script], env=transport_env(transport), timeout=60)
     assert code != 0, out
     assert "mismatched declaration of tensor 'tensor0'" in out, out
     assert "fp16[10]" in out and "fp32[10]" in out, out
 
 
-def test_scheduler_port_in_use_is_a_clear_error():
+@pytest.mark.parametrize("transport", BOTH)
+def test_scheduler_port_in_use_is_a_clear_error(transport):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = subprocess.run([SCHEDULER], env=clean_env(SYNCLINE_ROLE="scheduler", SYNCLINE_SCHEDULER_PORT=port),
+        proc = subprocess.run([SCHEDULER], env=clean_env(SYNCLINE_ROLE="scheduler", SYNCLINE_SCHEDULER_PORT=port,
+                                                         **transport_env(transport)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
     assert proc.returncode != 0
     assert f"tcp://127.0.0.1:{port} is already in use" in proc.stdout, proc.stdout
 
 
-def test_server_port_in_use_is_a_clear_error():
+@pytest.mark.parametrize("transport", BOTH)
+def test_server_port_in_use_is_a_clear_error(transport):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         proc = subprocess.run([SERVER], env=clean_env(SYNCLINE_ROLE="server", SYNCLINE_PORT=port,
-                                                      SYNCLINE_SCHEDULER_PORT=free_port()),
+                                                      SYNCLINE_SCHEDULER_PORT=free_port(), **transport_env(transport)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
     assert proc.returncode != 0
-    assert "already in use" in proc.stdout, proc.stdout
+    assert f"address {transport}://127.0.0.1:{port} is already in use" in proc.stdout, proc.stdout
 
 
-def test_bad_setting_is_a_clear_error():
-    proc = subprocess.run([SERVER], env=clean_env(SYNCLINE_ROLE="server", SYNCLINE_NUM_WORKERS="three"),
+@pytest.mark.parametrize("transport", BOTH)
+def test_bad_setting_is_a_clear_error(transport):
+    proc = subprocess.run([SERVER], env=clean_env(SYNCLINE_ROLE="server", SYNCLINE_NUM_WORKERS="three",
+                                                  **transport_env(transport)),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
     assert proc.returncode != 0
     assert "SYNCLINE_NUM_WORKERS" in proc.stdout and "not an integer" in proc.stdout, proc.stdout
+
+
+def test_unknown_transport_is_a_clear_error():
+    proc = subprocess.run([SERVER], env=clean_env(SYNCLINE_ROLE="server", SYNCLINE_TRANSPORT="rdma"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    assert proc.returncode != 0
+    assert "SYNCLINE_TRANSPORT: 'rdma' is not one of ipc, tcp, ucx" in proc.stdout, proc.stdout
 
 
 def test_ucx_without_an_rdma_device_is_a_clear_error():
@@ -74,7 +91,7 @@ def send_garbage(port, rounds=20):
                 pass  # the peer hung up on the garbage, as it should
 
 
-@pytest.mark.parametrize("transport", ["tcp", "ucx"])
+@pytest.mark.parametrize("transport", BOTH)
 def test_garbage_to_scheduler_and_server_ports_does_not_stop_the_job(cluster_factory, transport):
     c = cluster_factory(2, 1, SYNCLINE_TRANSPORT=transport, SYNCLINE_SHM=0)
     server_port = free_port()

@@ -4,28 +4,13 @@ import re
 
 import pytest
 
-from conftest import EXAMPLE, run_pslaunch
+from conftest import EXAMPLE, UCX_VARIANTS, run_pslaunch, transport_env
 
 ALL_DTYPES_SMALL_TO_MEDIUM = "fp32:1,fp64:1,fp16:1,bf16:1,fp32:1000,fp16:4097,bf16:65537,fp64:30000,fp32:262144"
 
 
 def digests(output):
     return re.findall(r"result digest ([0-9a-f]{16})", output)
-
-
-# The UCX transport, with UCX_TLS as given (None: UCX's default, or the caller's UCX_TLS).
-UCX_VARIANTS = {"ucx": None, "ucx-tcp": "tcp", "ucx-sm": "sm"}
-
-
-def transport_env(transport):
-    """Settings for a transport name of these tests: tcp, ipc, shm (payloads through Syncline's
-    shared memory, headers over tcp) or a UCX variant; all but shm keep payloads on the transport."""
-    if transport == "shm":
-        return {"SYNCLINE_TRANSPORT": "tcp", "SYNCLINE_SHM": 1}
-    if transport in UCX_VARIANTS:
-        tls = UCX_VARIANTS[transport]
-        return {"SYNCLINE_TRANSPORT": "ucx", "SYNCLINE_SHM": 0, **({"UCX_TLS": tls} if tls else {})}
-    return {"SYNCLINE_TRANSPORT": transport, "SYNCLINE_SHM": 0}
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ipc", "shm", *UCX_VARIANTS])
@@ -42,7 +27,7 @@ def test_many_rounds_every_dtype_exact(transport):
 @pytest.mark.parametrize("transport", ["default", "ucx-tcp", "ucx-sm"])
 def test_64mib_tensors_of_every_dtype(transport):
     tensors = "fp32:16777216,fp16:33554432,bf16:33554432,fp64:8388608"  # 64 MiB each
-    env = {} if transport == "default" else transport_env(transport)
+    env = transport_env(transport)
     code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "2", "--tensors", tensors], env=env)
     assert code == 0, out
     assert out.count("round 2/2") == 3 and out.count("verified") >= 6, out
@@ -51,7 +36,7 @@ def test_64mib_tensors_of_every_dtype(transport):
 @pytest.mark.parametrize("transport", ["default", "ucx"])
 def test_deterministic_mode_is_bit_identical_across_runs(transport):
     command = [EXAMPLE, "--rounds", "5", "--quiet", "--values", "random", "--tensors", "fp32:100000,fp16:50000,bf16:70000"]
-    env = {} if transport == "default" else transport_env(transport)
+    env = transport_env(transport)
     runs = []
     for _ in range(2):
         code, out = run_pslaunch(3, 2, command,
@@ -65,15 +50,21 @@ def test_deterministic_mode_is_bit_identical_across_runs(transport):
 
 @pytest.mark.parametrize("transport", ["default", "ucx"])
 def test_async_mode_applies_every_push(transport):
-    env = {} if transport == "default" else transport_env(transport)
+    env = transport_env(transport)
     code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "30", "--quiet", "--tensors", "fp32:5000,fp64:70000"],
                              env={**env, "SYNCLINE_ASYNC": 1, "SYNCLINE_PARTITION_BYTES": 8192})
     assert code == 0, out
     assert out.count("async totals verified") == 3, out
 
 
-def test_bytesps_environment_names_work():
-    # The BytePS/ps-lite names configure the same settings.
-    code, out = run_pslaunch(2, 1, [EXAMPLE, "--rounds", "3", "--tensors", "fp32:100000"],
-                             env={"BYTEPS_PARTITION_BYTES": 4096, "PS_HEARTBEAT_INTERVAL": 1})
+@pytest.mark.parametrize("transport", ["default", "DMLC_ENABLE_RDMA", "DMLC_ENABLE_UCX"])
+def test_bytesps_environment_names_work(transport):
+    # The BytePS/ps-lite names configure the same settings; DMLC_ENABLE_RDMA/UCX pick the ucx transport.
+    env = {"BYTEPS_PARTITION_BYTES": 4096, "PS_HEARTBEAT_INTERVAL": 1}
+    if transport != "default":
+        env[transport] = 1
+    code, out = run_pslaunch(2, 1, [EXAMPLE, "--rounds", "3", "--tensors", "fp32:100000"], env=env)
     assert code == 0, out
+    assert out.count("done: 3 rounds") == 2, out
+    expected = "tcp://" if transport == "default" else "ucx://"
+    assert f"server listening at {expected}" in out, out
