@@ -77,9 +77,10 @@ def run_job(a):
 
 # ---- bench --------------------------------------------------------------------------------------
 
-def syncline_bench(c, layout, a, partition):
+def syncline_bench(c, layout, a, partition, in_flight):
     """One syncline-bench-worker job; returns {(rank, bytes): push+pull MB/s}."""
-    command = [jobs.binary("syncline-bench-worker"), "--sizes", a.sizes, "--seconds", a.seconds]
+    command = [jobs.binary("syncline-bench-worker"), "--sizes", a.sizes, "--seconds", a.seconds,
+               "--in-flight", in_flight]
     budget = len(a.sizes.split(",")) * (a.seconds + 5) + 60
     job = jobs.start_job(c, layout, command, {"SYNCLINE_PARTITION_BYTES": partition}, timeout=budget)
     codes = job.wait(budget + 10)
@@ -111,7 +112,8 @@ def per_direction_gbit(push_pull_mbps):
 def bench(a):
     layout = jobs.Layout(a.workers, a.servers, a.colocate)
     sizes = [int(s) for s in a.sizes.split(",")]
-    partitions = [int(p) for p in a.partition_bytes.split(",")]
+    # A configuration is (partition bytes, tensors in flight).
+    partitions = [(int(p), int(f)) for p in a.partition_bytes.split(",") for f in a.in_flight.split(",")]
     rates = [parse_rate(r) for r in a.rates.split(",")]
     cc = a.tcp_cc or open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
     log(f"bench/cluster: {a.workers} workers, {a.servers} servers"
@@ -119,7 +121,8 @@ def bench(a):
         f"syncline-bench-worker --seconds {a.seconds}; median of {a.repeats} runs")
     log(f"machine: {os.cpu_count()} cores, load average {' '.join(open('/proc/loadavg').read().split()[:3])} "
         f"at the start; TCP congestion control in the hosts: {cc}")
-    log("push+pull = 2 x tensor bytes / iteration time (bench_worker's goodput_MBps). Each direction is capped "
+    log("push+pull = 2 x in-flight x tensor bytes / iteration time (bench_worker's goodput_MBps); in flight = "
+        "tensors of the size push_pulled at once, as a model's gradients are. Each direction is capped "
         "by the link, so per direction = push+pull / 2 is what is compared with the link rate.")
     log("raw TCP = the same traffic with plain sockets (every worker host sends to and receives from every "
         "server host at once, for --seconds), measured in the same run: what this machine's emulated network "
@@ -139,11 +142,11 @@ def bench(a):
                     ", ".join(f"{u / 1e9:.2f}/{d / 1e9:.2f}" for u, d in raw.values()) + " Gbit/s"
                 for p in partitions:
                     b0, t0 = cpu_times()
-                    found = syncline_bench(c, layout, a, p)
+                    found = syncline_bench(c, layout, a, *p)
                     b1, t1 = cpu_times()
                     busy.append((b1 - b0) / max(1, t1 - t0))
                     runs[p].append(found)
-                    line += f"; partition {human_bytes(p)}: " + ", ".join(
+                    line += f"; partition {human_bytes(p[0])} x{p[1]}: " + ", ".join(
                         f"{human_bytes(s)} {per_direction_gbit(min(found.get((r, s), 0) for r in range(a.workers))):.2f}"
                         for s in sizes)
                 log(line)
@@ -162,14 +165,14 @@ def bench(a):
         log(f"| {link} | {up / 1e9:.2f} / {down / 1e9:.2f} | "
             f"{'-' if bits is None else f'{min(up, down) / bits:.2f}'} | {cpu:.0%} |")
     log("")
-    log("| link (each way) | partition | tensor | push+pull MB/s per worker | per direction Gbit/s per worker "
-        "| min / link | min / raw TCP |")
-    log("| --- | --- | --- | --- | --- | --- | --- |")
+    log("| link (each way) | partition | in flight | tensor | push+pull MB/s per worker "
+        "| per direction Gbit/s per worker | min / link | min / raw TCP |")
+    log("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for bits, p, s, per_worker, raw_dir in results:
         gbit = [per_direction_gbit(g) for g in per_worker]
         link = "unlimited" if bits is None else format_rate(bits)
         vs_link = "-" if bits is None else f"{min(gbit) * 1e9 / bits:.2f}"
-        log(f"| {link} | {human_bytes(p)} | {human_bytes(s)} | {', '.join(f'{g:.0f}' for g in per_worker)} | "
+        log(f"| {link} | {human_bytes(p[0])} | {p[1]} | {human_bytes(s)} | {', '.join(f'{g:.0f}' for g in per_worker)} | "
             f"{', '.join(f'{g:.2f}' for g in gbit)} | {vs_link} | {min(gbit) * 1e9 / raw_dir:.2f} |")
     log("")
     for bits in (b for b in rates if b is not None):
@@ -180,7 +183,8 @@ def bench(a):
                 if ratio > best.get(s, (0, 0))[0]:
                     best[s] = (ratio, p)
         log(f"best per direction / link at {format_rate(bits)}: " + ", ".join(
-            f"{human_bytes(s)} {r:.2f} (partition {human_bytes(p)})" for s, (r, p) in sorted(best.items())) +
+            f"{human_bytes(s)} {r:.2f} (partition {human_bytes(p[0])}, {p[1]} in flight)"
+            for s, (r, p) in sorted(best.items())) +
             f"; >= 0.85 for every size >= 1 MiB: {'yes' if best and min(r for r, _ in best.values()) >= 0.85 else 'no'}")
     return 0
 
@@ -257,8 +261,10 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--servers", type=int, default=2)
     p.add_argument("--colocate", action="store_true")
-    p.add_argument("--partition-bytes", default="32768,65536,262144,1048576",
+    p.add_argument("--partition-bytes", default="65536,1048576",
                    help="SYNCLINE_PARTITION_BYTES values to run, comma-separated (default %(default)s)")
+    p.add_argument("--in-flight", default="1,8",
+                   help="tensors of each size push_pulled at once, comma-separated (default %(default)s)")
     p.set_defaults(func=bench)
 
     p = sub.add_parser("exec", help="run a command in every emulated host")

@@ -1,10 +1,13 @@
 // syncline-bench-worker: one worker of the transport benchmark. Run under
 // pslaunch (or pslaunch --role worker). For each tensor size it push_pulls
-// one fp32 tensor repeatedly and prints a JSON line per size:
-//   {"rank":0,"workers":2,"bytes":4194304,"iterations":40,"median_s":0.0123,
-//    "goodput_MBps":682.1,"round_trip_us":12300}
-// goodput counts the tensor's bytes once each way (push + pull) per second:
-// 2 * bytes / median iteration time. Sums are checked on every iteration.
+// --in-flight fp32 tensors of that size at once (1 by default: one tensor,
+// waited for before the next iteration), repeatedly, and prints a JSON line
+// per size:
+//   {"rank":0,"workers":2,"bytes":4194304,"in_flight":1,"iterations":40,
+//    "median_s":0.0123,"goodput_MBps":682.1,"round_trip_us":12300}
+// goodput counts every tensor's bytes once each way (push + pull) per second:
+// 2 * in_flight * bytes / median iteration time; round_trip_us is the median
+// iteration. Sums are checked on every iteration.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -23,6 +26,7 @@ struct Options {
   int min_iterations = 5;
   int max_iterations = 2000;
   int warmup = 2;
+  int in_flight = 1;  // tensors of one size push_pulled at once, like a model's gradients
 };
 
 Result<std::vector<uint64_t>> ParseSizes(const std::string& text) {
@@ -48,23 +52,32 @@ Status Run(const Settings& settings, const Options& options) {
   const int workers = worker->num_workers();
   for (uint64_t bytes : sizes) {
     const uint64_t n = bytes / 4;
-    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, worker->Declare("bench." + std::to_string(bytes), DType::kFloat32, n));
-    data.assign(n, 0.0f);
+    std::vector<TensorId> ids;
+    for (int t = 0; t < options.in_flight; ++t) {
+      SYNCLINE_ASSIGN_OR_RETURN(
+          TensorId id, worker->Declare("bench." + std::to_string(bytes) + "." + std::to_string(t), DType::kFloat32, n));
+      ids.push_back(id);
+    }
+    data.assign(n * ids.size(), 0.0f);
     std::vector<double> times;
     // Every worker runs the same number of iterations: rank 0 decides by
     // time and broadcasts the count.
     const auto budget_start = std::chrono::steady_clock::now();
-    int iterations = 0;
     for (int it = 0;; ++it) {
       std::fill(data.begin(), data.end(), 1.0f);
       const auto start = std::chrono::steady_clock::now();
-      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, worker->PushPull(id, data.data(), false));
-      SYNCLINE_RETURN_IF_ERROR(h.Wait(worker->DefaultDeadline()));
+      std::vector<OpHandle> handles;
+      for (size_t t = 0; t < ids.size(); ++t) {
+        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, worker->PushPull(ids[t], data.data() + t * n, false));
+        handles.push_back(std::move(h));
+      }
+      for (OpHandle& h : handles) SYNCLINE_RETURN_IF_ERROR(h.Wait(worker->DefaultDeadline()));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (data.front() != static_cast<float>(workers) || data.back() != static_cast<float>(workers))
-        return Internal("wrong sum at " + std::to_string(bytes) + " bytes");
+      for (size_t t = 0; t < ids.size(); ++t) {
+        if (data[t * n] != static_cast<float>(workers) || data[t * n + n - 1] != static_cast<float>(workers))
+          return Internal("wrong sum at " + std::to_string(bytes) + " bytes");
+      }
       if (it >= options.warmup) times.push_back(s);
-      ++iterations;
       // Decide whether to go on together: rank 0's clock rules.
       const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - budget_start).count();
       float go = (worker->rank() == 0 && static_cast<int>(times.size()) < options.max_iterations &&
@@ -78,12 +91,11 @@ Status Run(const Settings& settings, const Options& options) {
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2];
     std::printf(
-        "{\"rank\":%d,\"workers\":%d,\"bytes\":%llu,\"iterations\":%zu,\"median_s\":%.6g,\"goodput_MBps\":%.1f,"
-        "\"round_trip_us\":%.1f}\n",
-        worker->rank(), workers, static_cast<unsigned long long>(bytes), times.size(), median,
-        2.0 * bytes / median / 1e6, median * 1e6);
+        "{\"rank\":%d,\"workers\":%d,\"bytes\":%llu,\"in_flight\":%zu,\"iterations\":%zu,\"median_s\":%.6g,"
+        "\"goodput_MBps\":%.1f,\"round_trip_us\":%.1f}\n",
+        worker->rank(), workers, static_cast<unsigned long long>(bytes), ids.size(), times.size(), median,
+        2.0 * bytes * ids.size() / median / 1e6, median * 1e6);
     std::fflush(stdout);
-    (void)iterations;
   }
   return worker->Shutdown();
 }
@@ -99,6 +111,8 @@ int main(int argc, char** argv) {
   app.add_option("--min-iterations", options.min_iterations);
   app.add_option("--max-iterations", options.max_iterations);
   app.add_option("--warmup", options.warmup);
+  app.add_option("--in-flight", options.in_flight, "tensors of each size push_pulled at once")
+      ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   return syncline::RunNodeMain(syncline::Role::kWorker, [&](const syncline::Settings& s, syncline::SignalWatcher&) {
     return syncline::bench::Run(s, options);
