@@ -34,10 +34,24 @@ Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, con
       cuda_(CudaDevicesPresent()) {}
 
 Worker::~Worker() {
+  bool left_early = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shutdown_) {
+      shutdown_ = Aborted("worker destroyed without Shutdown");
+      left_early = true;
+    }
+  }
+  // A worker whose process failed or returned early ends the job now, naming
+  // itself, rather than leaving the others to wait for the heartbeat timeout.
+  if (left_early && rank() >= 0 && client_.health().ok()) {
+    client_.Abort("worker " + std::to_string(rank()) +
+                  " stopped without Shutdown (its training process failed or returned early)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let ABORT leave before the socket closes
+  }
   std::thread closer;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!shutdown_) shutdown_ = Aborted("worker destroyed without Shutdown");
     closer.swap(closer_);
   }
   if (closer.joinable()) closer.join();

@@ -117,6 +117,9 @@ class InProcessJob {
   }
 
   // Joins the scheduler and server threads (after an abort, say).
+  // Destroys worker `rank` without Shutdown, as a failing training process would.
+  void DestroyWorker(int rank) { workers_[rank].reset(); }
+
   void JoinAll() {
     for (auto& t : threads_) t.join();
     threads_.clear();

@@ -244,5 +244,31 @@ TEST(WorkerJob, DeadServerFailsPendingOpsWithItsName) {
   EXPECT_EQ(job.scheduler_status().code(), StatusCode::kAborted);
 }
 
+TEST(WorkerJob, WorkerLeavingWithoutShutdownEndsTheJobAtOnceNamingIt) {
+  InProcessJob::Options o;
+  o.workers = 2;
+  o.servers = 1;
+  o.heartbeat_timeout_ms = 60000;  // so only the leaving worker's own ABORT can end the job in time
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  // Declaring is collective: both workers declare before worker 1 goes away.
+  for (const Status& st : OnAllWorkers(job, [&](int rank) { return job.worker(rank).Declare("t", DType::kFloat32, 1000).status(); }))
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  Worker& survivor = job.worker(0);
+  auto id = survivor.Declare("t", DType::kFloat32, 1000);  // already declared: the same id at once
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  job.DestroyWorker(1);
+  std::vector<float> x(1000, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  auto h = survivor.PushPull(*id, x.data(), false);
+  Status st = h.ok() ? h->Wait(Deadline::AfterMs(20000)) : h.status();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_NE(st.message().find("worker 1 stopped without Shutdown"), std::string::npos) << st.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  job.JoinAll();
+  EXPECT_NE(job.scheduler_status().message().find("worker 1 stopped without Shutdown"), std::string::npos)
+      << job.scheduler_status().ToString();
+}
+
 }  // namespace
 }  // namespace syncline
