@@ -34,6 +34,12 @@ def sysctls(a):
     return {"net.ipv4.tcp_congestion_control": a.tcp_cc} if a.tcp_cc else {}
 
 
+def emulated_cluster(a, hosts, rate):
+    """The emulated cluster the command line asks for: `hosts` hosts, links at `rate`."""
+    return EmulatedCluster(hosts, rate=rate, subnet=a.subnet, run_id=a.run_id, timeout=a.timeout,
+                           keep_logs=a.keep_logs, sysctls=sysctls(a), queue_ms=a.queue_ms, peak_factor=a.peak_factor)
+
+
 def tail(text, lines=30):
     return "\n".join(text.splitlines()[-lines:])
 
@@ -43,9 +49,8 @@ def tail(text, lines=30):
 def run_job(a):
     layout = jobs.Layout(a.workers, a.servers, a.colocate)
     command = [jobs.binary("syncline-example-training"), "--rounds", a.rounds, "--quiet", "--tensors", a.tensors]
-    env = {"SYNCLINE_PARTITION_BYTES": a.partition_bytes} if a.partition_bytes else {}
-    with EmulatedCluster(layout.hosts, rate=a.rate, subnet=a.subnet, run_id=a.run_id, timeout=a.timeout,
-                         keep_logs=a.keep_logs, sysctls=sysctls(a), queue_ms=a.queue_ms) as c:
+    env = dict(a.env, **({"SYNCLINE_PARTITION_BYTES": a.partition_bytes} if a.partition_bytes else {}))
+    with emulated_cluster(a, layout.hosts, a.rate) as c:
         log(f"emulated cluster {c.run_id}: {layout.hosts} hosts in {c.net}, links {format_rate(c.rate)} "
             f"each way (tbf); {a.workers} workers, {a.servers} servers"
             f"{' colocated with workers' if a.colocate else ' on their own hosts'}")
@@ -82,7 +87,7 @@ def syncline_bench(c, layout, a, partition, in_flight):
     command = [jobs.binary("syncline-bench-worker"), "--sizes", a.sizes, "--seconds", a.seconds,
                "--in-flight", in_flight]
     budget = len(a.sizes.split(",")) * (a.seconds + 5) + 60
-    job = jobs.start_job(c, layout, command, {"SYNCLINE_PARTITION_BYTES": partition}, timeout=budget)
+    job = jobs.start_job(c, layout, command, dict(a.env, SYNCLINE_PARTITION_BYTES=partition), timeout=budget)
     codes = job.wait(budget + 10)
     if any(code != 0 for code in codes):
         raise RuntimeError("benchmark job failed: " + "; ".join(
@@ -119,6 +124,10 @@ def bench(a):
     log(f"bench/cluster: {a.workers} workers, {a.servers} servers"
         f"{' colocated with workers' if a.colocate else ' on their own hosts'}, scheduler on its own host; "
         f"syncline-bench-worker --seconds {a.seconds}; median of {a.repeats} runs")
+    if a.peak_factor != netcluster.PEAK_FACTOR:
+        log(f"links' peak rate: {a.peak_factor} x their rate (default {netcluster.PEAK_FACTOR})")
+    if a.env:
+        log("settings of every Syncline process: " + " ".join(f"{k}={v}" for k, v in a.env.items()))
     log(f"machine: {os.cpu_count()} cores, load average {' '.join(open('/proc/loadavg').read().split()[:3])} "
         f"at the start; TCP congestion control in the hosts: {cc}")
     log("push+pull = 2 x in-flight x tensor bytes / iteration time (bench_worker's goodput_MBps); in flight = "
@@ -129,9 +138,7 @@ def bench(a):
         "delivers per worker per direction. With a 1500-byte MTU at most 0.956 of the link rate is TCP payload.")
     results, raw_rows = [], []
     for bits in rates:
-        with EmulatedCluster(layout.hosts, rate=bits, subnet=a.subnet, timeout=a.timeout, run_id=a.run_id,
-                             keep_logs=a.keep_logs,
-                             sysctls=sysctls(a), queue_ms=a.queue_ms) as c:
+        with emulated_cluster(a, layout.hosts, bits) as c:
             raws, runs, busy = [], {p: [] for p in partitions}, []
             workers = [layout.worker_host(r) for r in range(layout.workers)]
             servers = [layout.server_host(j) for j in range(layout.servers)]
@@ -195,8 +202,7 @@ def exec_all(a):
     argv = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not argv:
         raise SystemExit("cluster.py exec: a command is required (after --)")
-    with EmulatedCluster(a.hosts, rate=a.rate, subnet=a.subnet, run_id=a.run_id, timeout=a.timeout,
-                         keep_logs=a.keep_logs, sysctls=sysctls(a), queue_ms=a.queue_ms) as c:
+    with emulated_cluster(a, a.hosts, a.rate) as c:
         addrs = ",".join(c.address(i) for i in range(a.hosts))
         procs = []
         for i in range(a.hosts):
@@ -228,17 +234,29 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    def common(p, rate="1gbit", timeout=300, tcp_cc=None):
+    def setting(text):
+        name, eq, value = text.partition("=")
+        if not eq or not name:
+            raise argparse.ArgumentTypeError(f"'{text}' is not NAME=VALUE")
+        return name, value
+
+    def common(p, rate="1gbit", timeout=300, tcp_cc=None, with_env=True):
         p.add_argument("--rate", default=rate, help=f"link rate each way, e.g. 1gbit, 500mbit; none = unlimited (default {rate})")
         p.add_argument("--subnet", default=netcluster.DEFAULT_SUBNET, help="hosts' addresses (default %(default)s)")
         p.add_argument("--timeout", type=float, default=timeout, help="the whole run stops after this many seconds (default %(default)s)")
         p.add_argument("--run-id", help="name of this run's namespaces: slc-ID-* (default: random)")
         p.add_argument("--queue-ms", type=float, default=netcluster.QUEUE_LATENCY_MS,
                        help="each link's queue, in ms at the link rate (>= 256 KiB; default %(default)s)")
+        p.add_argument("--peak-factor", type=float, default=netcluster.PEAK_FACTOR,
+                       help="each link's peak rate, x its rate: how fast it catches up after a late timer "
+                       "(default %(default)s; see docs/cluster.md)")
         p.add_argument("--tcp-cc", default=tcp_cc,
                        help="TCP congestion control in the hosts: one of net.ipv4.tcp_allowed_congestion_control "
                        f"(default: {tcp_cc or 'the machine default'})")
         p.add_argument("--keep-logs", action="store_true", help="keep every process's output in /tmp/slc-ID-*")
+        if with_env:
+            p.add_argument("--env", action="append", default=[], type=setting, metavar="NAME=VALUE",
+                           help="a setting for every Syncline process, e.g. SYNCLINE_TRANSPORT=ucx (repeatable)")
 
     p = sub.add_parser("run-job", help="the verified Syncline job across emulated hosts")
     common(p)
@@ -268,7 +286,7 @@ def main(argv=None):
     p.set_defaults(func=bench)
 
     p = sub.add_parser("exec", help="run a command in every emulated host")
-    common(p, timeout=60)
+    common(p, timeout=60, with_env=False)
     p.add_argument("--hosts", type=int, required=True)
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=exec_all)
@@ -279,6 +297,8 @@ def main(argv=None):
     p.set_defaults(func=cleanup)
 
     a = ap.parse_args(argv)
+    if hasattr(a, "env"):
+        a.env = dict(a.env)
     try:
         return a.func(a)
     except NoPrivileges as e:

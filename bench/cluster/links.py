@@ -34,21 +34,23 @@ PEAK_BUCKET_S = 250e-6  # what may leave at once: 250 us of traffic...
 MIN_PEAK_BUCKET = 70000  # ...but at least one GSO packet (64 KiB + headers), which passes whole
 
 
-def tbf_params(bits, mtu, queue_ms=QUEUE_LATENCY_MS):
+def tbf_params(bits, mtu, queue_ms=QUEUE_LATENCY_MS, peak_factor=PEAK_FACTOR):
     """tc tbf arguments for a link of `bits` per second.
 
     A real NIC never sends faster than its line rate. A plain token bucket
     would let an idle link send a whole burst at memory speed, and make short
     transfers look faster than the link; so a peak bucket of 250 us (at least
-    one GSO packet) caps the rate at PEAK_FACTOR x rate beyond that. (A peak
+    one GSO packet) caps the rate at peak_factor x rate beyond that. (A peak
     bucket of one packet is exact but costs a timer per packet: at 25 Gbit/s
     on 2 cores it halves what the emulated links carry.) The rate bucket
-    (burst: 2 ms) lets the link catch up after a late timer. The queue (limit)
+    (burst: 2 ms) lets the link catch up after a late timer, at peak_factor x
+    rate: slowly with the default 1.01, so on a busy machine late timers cost
+    the link some of its rate (see docs/cluster.md). The queue (limit)
     holds queue_ms at the rate on top of the burst, at least 256 KiB: a shallow
     switch-port buffer.
     """
     peak_bucket = max(MIN_PEAK_BUCKET, int(bits / 8 * PEAK_BUCKET_S))
     burst = max(peak_bucket + mtu, int(bits / 8 * 0.002))
     limit = burst + max(262144, int(bits / 8 * queue_ms / 1000))
-    return ["rate", f"{bits}bit", "burst", str(burst), "peakrate", f"{int(bits * PEAK_FACTOR)}bit",
+    return ["rate", f"{bits}bit", "burst", str(burst), "peakrate", f"{int(bits * peak_factor)}bit",
             "mtu", str(peak_bucket), "limit", str(limit)]

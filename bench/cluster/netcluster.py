@@ -41,7 +41,7 @@ from pathlib import Path
 
 from leftovers import (PREFIX, STATE_DIR, ClusterError, NoPrivileges, _process_start_time, _sh,  # noqa: F401
                        cleanup, list_namespaces, list_root_links, namespace_pids, _kill_namespace_processes)
-from links import QUEUE_LATENCY_MS, format_rate, parse_rate, tbf_params  # noqa: F401
+from links import PEAK_FACTOR, QUEUE_LATENCY_MS, format_rate, parse_rate, tbf_params  # noqa: F401
 
 DEFAULT_SUBNET = "10.213.0.0/24"
 DEFAULT_TIMEOUT_S = 300
@@ -102,11 +102,12 @@ class EmulatedCluster:
 
     def __init__(self, hosts, rate=None, subnet=DEFAULT_SUBNET, run_id=None, timeout=DEFAULT_TIMEOUT_S,
                  mtu=1500, queue_ms=QUEUE_LATENCY_MS, sysctls=None, prefix=PREFIX, keep_logs=False,
-                 handle_signals=True):
+                 handle_signals=True, peak_factor=PEAK_FACTOR):
         self.net = ipaddress.ip_network(subnet)
         if not 1 <= hosts <= min(250, self.net.num_addresses - 2):
             raise ValueError(f"{hosts} hosts do not fit in {subnet} (1..250)")
         self.hosts, self.rate, self.mtu, self.queue_ms, self.prefix = hosts, parse_rate(rate), mtu, queue_ms, prefix
+        self.peak_factor = peak_factor
         self.run_id = run_id or os.urandom(3).hex()
         if not re.fullmatch(r"[0-9a-z]{1,6}", self.run_id):
             raise ValueError("a run id is 1..6 characters of [0-9a-z]")
@@ -189,7 +190,7 @@ class EmulatedCluster:
             if bits is None:
                 _sh(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
                 continue
-            _sh(["tc", "-n", ns, "qdisc", verb, "dev", dev, "root", "tbf", *tbf_params(bits, self.mtu, self.queue_ms)])
+            _sh(["tc", "-n", ns, "qdisc", verb, "dev", dev, "root", "tbf", *tbf_params(bits, self.mtu, self.queue_ms, self.peak_factor)])
 
     def set_rate(self, rate, hosts=None):
         """Changes the link rate (both directions) of `hosts` (default: all); None = unlimited."""
