@@ -7,7 +7,8 @@
 // Bytes counted: sum-into and the plain loop move 3x the buffer size (read
 // dst, read src, write dst); memcpy moves 2x (read src, write dst). Every
 // figure is the median over repetitions, each repetition long enough (>= 5
-// ms) to swamp timer resolution. Machines here are noisy: read the ratios.
+// ms) to swamp timer resolution; the references and the sums of one size take
+// turns, so they see the same machine. Machines here are noisy: read the ratios.
 //
 // Usage: syncline-bench-summation [--reps=N] [--max-mib=N]
 #include <oneapi/tbb/blocked_range.h>
@@ -22,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -61,22 +64,45 @@ Bytes Allocate(size_t bytes) {
 // Keeps the compiler from dropping work whose result is never read.
 void Clobber(void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
-// Median seconds per call of fn().
-template <typename Fn>
-double MedianSecondsPerCall(const Fn& fn, int reps) {
-  fn();  // warm caches and TBB threads
-  auto t0 = std::chrono::steady_clock::now();
-  fn();
-  const double once = Seconds(std::chrono::steady_clock::now() - t0).count();
-  const long iters = std::clamp(static_cast<long>(std::ceil(kMinRepSeconds / std::max(once, 1e-9))), 1L, 1L << 20);
-  std::vector<double> samples;
-  for (int r = 0; r < reps; ++r) {
-    t0 = std::chrono::steady_clock::now();
-    for (long i = 0; i < iters; ++i) fn();
-    samples.push_back(Seconds(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(iters));
+// One thing timed in a (threads, size) cell: a reference or a dtype's sum.
+struct Contender {
+  Contender(std::function<void()> prepare_fn, std::function<void()> call_fn)
+      : prepare(std::move(prepare_fn)), call(std::move(call_fn)) {}
+  std::function<void()> prepare;  // puts this contender's values in the buffers (not timed)
+  std::function<void()> call;
+  long iters = 1;                 // calls per sample, >= kMinRepSeconds in all
+  std::vector<double> samples;    // seconds per call
+};
+
+double SecondsOf(const std::function<void()>& fn, long iters) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < iters; ++i) fn();
+  return Seconds(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Median seconds per call of each contender. The contenders take turns, one
+// sample each per turn, so a slow phase of a noisy machine (a neighbour's
+// burst, a busy memory bus) hits the references and the sums alike.
+std::vector<double> MedianSecondsPerCallInTurns(std::vector<Contender>& contenders, int reps) {
+  for (Contender& c : contenders) {
+    c.prepare();
+    c.call();  // warm caches and TBB threads
+    const double once = SecondsOf(c.call, 1);
+    c.iters = std::clamp(static_cast<long>(std::ceil(kMinRepSeconds / std::max(once, 1e-9))), 1L, 1L << 20);
   }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
+  for (int r = 0; r < reps; ++r) {
+    for (Contender& c : contenders) {
+      c.prepare();
+      c.call();
+      c.samples.push_back(SecondsOf(c.call, c.iters) / static_cast<double>(c.iters));
+    }
+  }
+  std::vector<double> medians;
+  for (Contender& c : contenders) {
+    std::sort(c.samples.begin(), c.samples.end());
+    medians.push_back(c.samples[c.samples.size() / 2]);
+  }
+  return medians;
 }
 
 // Runs fn(offset, length) over [0, bytes) in up to `threads` pieces of whole
@@ -157,27 +183,33 @@ int Main(int argc, char** argv) {
     SummationEngine engine(threads, /*parallel_threshold_bytes=*/0);  // split whenever it can
     Splitter split(threads);
     for (size_t bytes : sizes) {
-      FillOnes(DType::kFloat32, dst.get(), bytes);
-      FillOnes(DType::kFloat32, src.get(), bytes);
       auto* d = dst.get();
       const auto* s = src.get();
-      const double plain = MedianSecondsPerCall([&] {
-        split.Run(bytes, [&](size_t off, size_t len) {
-          PlainSumF32(reinterpret_cast<float*>(d + off), reinterpret_cast<const float*>(s + off), len / 4);
-        });
-      }, reps);
-      const double copy = MedianSecondsPerCall([&] {
-        split.Run(bytes, [&](size_t off, size_t len) { std::memcpy(d + off, s + off, len); });
-        Clobber(d);
-      }, reps);
-      refs[{threads, bytes}] = {GBps(3 * bytes, plain), GBps(2 * bytes, copy)};
+      auto fill = [&, bytes](DType t) {
+        return [&, t, bytes] {
+          FillOnes(t, dst.get(), bytes);
+          FillOnes(t, src.get(), bytes);
+        };
+      };
+      std::vector<Contender> contenders;
+      contenders.emplace_back(fill(DType::kFloat32), [&, bytes] {
+                              split.Run(bytes, [&](size_t off, size_t len) {
+                                PlainSumF32(reinterpret_cast<float*>(d + off),
+                                            reinterpret_cast<const float*>(s + off), len / 4);
+                              });
+                            });
+      contenders.emplace_back(fill(DType::kFloat32), [&, bytes] {
+                              split.Run(bytes, [&](size_t off, size_t len) { std::memcpy(d + off, s + off, len); });
+                              Clobber(d);
+                            });
       for (DType t : dtypes) {
-        FillOnes(t, dst.get(), bytes);
-        FillOnes(t, src.get(), bytes);
         const size_t n = bytes / DTypeSize(t);
-        const double sec = MedianSecondsPerCall([&] { engine.SumInto(t, d, s, n); }, reps);
-        sums[{static_cast<int>(t), threads, bytes}] = GBps(3 * bytes, sec);
+        contenders.emplace_back(fill(t), [&, t, n] { engine.SumInto(t, d, s, n); });
       }
+      const std::vector<double> sec = MedianSecondsPerCallInTurns(contenders, reps);
+      refs[{threads, bytes}] = {GBps(3 * bytes, sec[0]), GBps(2 * bytes, sec[1])};
+      for (size_t i = 0; i < std::size(dtypes); ++i)
+        sums[{static_cast<int>(dtypes[i]), threads, bytes}] = GBps(3 * bytes, sec[2 + i]);
     }
   }
 
