@@ -62,8 +62,9 @@ struct Settings {
   // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
   // chunks of at most this many bytes, each pushed/pulled independently and
   // placed on a server. Smaller: more overlap and better balance, more
-  // per-message overhead. Default 4 MiB.
-  uint64_t partition_bytes = 4ull << 20;
+  // per-message overhead. Default 1 MiB (BytePS: 4 MB): a tensor of a few MiB
+  // then pipelines push, sum and pull (docs/decisions.md has the measurements).
+  uint64_t partition_bytes = 1ull << 20;
   // SYNCLINE_ASYNC | BYTEPS_ENABLE_ASYNC. Servers apply each push at once and
   // pulls return the latest value, instead of per-round synchronous sums.
   bool async = false;

@@ -39,7 +39,7 @@ TEST(SettingsTest, EmptyEnvironmentGivesDocumentedDefaults) {
   EXPECT_EQ(s.worker_rank, -1);
   EXPECT_EQ(s.transport, "tcp");
   EXPECT_EQ(s.job_token, "");
-  EXPECT_EQ(s.partition_bytes, 4ull << 20);
+  EXPECT_EQ(s.partition_bytes, 1ull << 20);
   EXPECT_FALSE(s.async);
   EXPECT_FALSE(s.deterministic);
   EXPECT_EQ(s.heartbeat_interval_ms, 1000);
