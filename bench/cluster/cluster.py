@@ -270,7 +270,7 @@ def main(argv=None):
     p.set_defaults(func=run_job)
 
     p = sub.add_parser("bench", help="the transport benchmark at several link rates")
-    common(p, timeout=1800, tcp_cc="reno")  # docs/cluster.md: why reno
+    common(p, timeout=2700, tcp_cc="reno")  # docs/cluster.md: why reno
     p.add_argument("--rates", default="1gbit,5gbit,25gbit,none",
                    help="link rates to run at; none = unlimited links, this machine's CPU ceiling (default %(default)s)")
     p.add_argument("--sizes", default="65536,1048576,4194304,16777216")
