@@ -27,18 +27,35 @@ class Buffer {
   static Buffer Zeros(size_t size);
 
   const uint8_t* data() const { return data_; }
-  // Only for buffers this process allocated (Copy, Zeros, BufferPool).
+  // Only for buffers this process allocated (Copy, Zeros, BufferPool) or
+  // that are writable().
   uint8_t* mutable_data() const { return const_cast<uint8_t*>(data_); }
+  // The same view, marked as bytes that only this process holds and nobody
+  // else will read or write: a received frame the transport allocated, not
+  // a view of a sender's or a peer's memory. Its holder may write into it
+  // (e.g. sum into it) instead of copying it. Transports mark what they
+  // receive; nothing else should.
+  Buffer AsWritable() const {
+    Buffer b = *this;
+    b.writable_ = true;
+    return b;
+  }
+  bool writable() const { return writable_; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const std::shared_ptr<const void>& owner() const { return owner_; }
-  // A view of [offset, offset+length) sharing this buffer's owner.
-  Buffer Slice(size_t offset, size_t length) const { return Buffer(data_ + offset, length, owner_); }
+  // A view of [offset, offset+length) sharing this buffer's owner (and mark).
+  Buffer Slice(size_t offset, size_t length) const {
+    Buffer b(data_ + offset, length, owner_);
+    b.writable_ = writable_;
+    return b;
+  }
 
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::shared_ptr<const void> owner_;
+  bool writable_ = false;
 };
 
 // Hands out buffers of 64-byte-aligned memory; when the last copy of a

@@ -103,6 +103,8 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   if (options_.deterministic) {
     if (round.by_rank.empty()) round.by_rank.resize(options_.num_workers);
     round.by_rank[rank] = payload;  // keeps the received frame alive, no copy
+  } else if (round.pushes == 0 && payload.writable()) {
+    round.sum = payload;  // the received frame is ours alone: sum into it, no copy
   } else if (round.pushes == 0) {
     round.sum = pool_->Get(key.bytes);
     std::memcpy(round.sum.mutable_data(), payload.data(), key.bytes);

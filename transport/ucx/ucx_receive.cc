@@ -37,7 +37,7 @@ ucs_status_t UcxEndpoint::Receive(const uint8_t* header, size_t header_length, v
   }
   Buffer buffer;
   try {
-    if (length > 0) buffer = pool_.Get(length);
+    if (length > 0) buffer = pool_.Get(length).AsWritable();  // ours alone once delivered
   } catch (const std::bad_alloc&) {
     Reject(Unavailable("no memory for a message of " + std::to_string(length) + " bytes"));
     return UCS_OK;

@@ -157,7 +157,7 @@ class ZmqEndpoint : public Endpoint {
       payloads.reserve(frames.size() - 2);
       for (size_t i = 2; i < frames.size(); ++i) {
         auto holder = std::make_shared<zmq::message_t>(std::move(frames[i]));
-        payloads.emplace_back(holder->data(), holder->size(), holder);
+        payloads.push_back(Buffer(holder->data(), holder->size(), holder).AsWritable());  // ours alone
       }
       message = DecodeMessage(frames[1].data(), frames[1].size(), std::move(payloads));
     }

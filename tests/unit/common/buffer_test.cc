@@ -105,6 +105,17 @@ TEST(BufferTest, SliceOfAHeapCopyStaysReadableAfterTheOriginalDrops) {
   for (size_t i = 0; i < 50; ++i) ASSERT_EQ(slice.data()[i], 100 + i);
 }
 
+TEST(BufferTest, OnlyBuffersMarkedWritableAreWritableAndSlicesKeepTheMark) {
+  const Buffer plain = Buffer::Copy("abcdef", 6);
+  EXPECT_FALSE(plain.writable());
+  EXPECT_FALSE(plain.Slice(1, 2).writable());
+  const Buffer marked = plain.AsWritable();
+  EXPECT_TRUE(marked.writable());
+  EXPECT_EQ(marked.data(), plain.data());  // the same bytes, not a copy
+  EXPECT_TRUE(marked.Slice(2, 3).writable());
+  EXPECT_FALSE(plain.writable()) << "marking a copy must not mark the original view";
+}
+
 TEST(BufferPoolTest, ReusesMemoryOfTheSameSizeAfterTheLastCopyDrops) {
   BufferPool pool;
   Buffer a = pool.Get(1000);

@@ -481,5 +481,31 @@ TEST_F(KeyStoreTest, HeldRepliesKeepTheirMemoryOutOfThePool) {
   EXPECT_EQ(ValuesOf<float>(next[0].message), (std::vector<float>{1, 1}));
 }
 
+// A push whose frame the transport marked writable (ours alone) becomes the
+// round's sum buffer without a copy; any other push (a view of a sender's or
+// a peer's memory) is copied and never written.
+TEST_F(KeyStoreTest, AWritableFirstPushIsSummedInPlaceOthersAreNeverWritten) {
+  for (bool writable : {true, false}) {
+    SCOPED_TRACE(writable ? "writable first push" : "read-only first push");
+    Make(2);
+    Message first = Push<float>(0, 0, {1, 2, 3}, proto::FLAG_PULL_AFTER_PUSH);
+    if (writable) first.payloads[0] = first.payloads[0].AsWritable();
+    const Buffer first_bytes = first.payloads[0];
+    const Message second = Push<float>(0, 1, {10, 20, 30}, proto::FLAG_PULL_AFTER_PUSH);
+    const Buffer second_bytes = second.payloads[0];
+    EXPECT_TRUE(DoPush(first, 0).empty());
+    auto out = DoPush(second, 1);
+    auto replies = OfOp(out, proto::PULL_REPLY);
+    ASSERT_EQ(replies.size(), 2u);
+    for (const Reply& r : replies) EXPECT_EQ(ValuesOf<float>(r.message), (std::vector<float>{11, 22, 33}));
+    EXPECT_EQ(replies[0].message.payloads[0].data() == first_bytes.data(), writable);
+    std::vector<float> second_now(3), first_now(3);
+    std::memcpy(second_now.data(), second_bytes.data(), 12);
+    std::memcpy(first_now.data(), first_bytes.data(), 12);
+    EXPECT_EQ(second_now, (std::vector<float>{10, 20, 30})) << "a read-only push was written";
+    EXPECT_EQ(first_now, writable ? (std::vector<float>{11, 22, 33}) : (std::vector<float>{1, 2, 3}));
+  }
+}
+
 }  // namespace
 }  // namespace syncline
