@@ -37,16 +37,18 @@ Worker::~Worker() {
   bool left_early = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    leaving_ = true;  // from now on an abort starts no closer_: this destructor closes the endpoint
     if (!shutdown_) {
       shutdown_ = Aborted("worker destroyed without Shutdown");
       left_early = true;
     }
   }
-  // A worker whose process failed or returned early ends the job now, naming
-  // itself, rather than leaving the others to wait for the heartbeat timeout.
+  // A worker whose process failed, returned early or could not finish
+  // starting ends the job now, naming itself, rather than leaving the others
+  // to wait for the heartbeat timeout.
   if (left_early && rank() >= 0 && client_.health().ok()) {
     client_.Abort("worker " + std::to_string(rank()) +
-                  " stopped without Shutdown (its training process failed or returned early)");
+                  " stopped without Shutdown (its training process failed, returned early or could not start)");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let ABORT leave before the socket closes
   }
   std::thread closer;
@@ -67,7 +69,7 @@ Status Worker::Start(const std::string& listen_address) {
     // Close the endpoint so queued sends drop their references to callers'
     // tensors; not on this thread, which may be the endpoint's own.
     std::lock_guard<std::mutex> lock(mu_);
-    if (!closer_.joinable()) closer_ = std::thread([this] { endpoint_->Close(); });
+    if (!leaving_ && !closer_.joinable()) closer_ = std::thread([this] { endpoint_->Close(); });
   });
   SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
   const auto servers = client_.NodesOf(proto::SERVER);

@@ -112,6 +112,7 @@ class Worker {
   std::vector<std::weak_ptr<Operation>> ops_;            // GUARDED_BY(mu_), to wait for at shutdown
   std::optional<Status> shutdown_;                       // GUARDED_BY(mu_)
   std::thread closer_;                                   // GUARDED_BY(mu_): closes the endpoint after an abort
+  bool leaving_ = false;  // GUARDED_BY(mu_): the destructor has begun; it closes the endpoint itself
 };
 
 }  // namespace syncline

@@ -116,10 +116,10 @@ class InProcessJob {
     return result;
   }
 
-  // Joins the scheduler and server threads (after an abort, say).
   // Destroys worker `rank` without Shutdown, as a failing training process would.
   void DestroyWorker(int rank) { workers_[rank].reset(); }
 
+  // Joins the scheduler and server threads (after an abort, say).
   void JoinAll() {
     for (auto& t : threads_) t.join();
     threads_.clear();
