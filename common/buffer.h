@@ -41,6 +41,12 @@ class Buffer {
     return b;
   }
   bool writable() const { return writable_; }
+  // The same view without the mark, for handing the bytes to someone else.
+  Buffer AsReadOnly() const {
+    Buffer b = *this;
+    b.writable_ = false;
+    return b;
+  }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const std::shared_ptr<const void>& owner() const { return owner_; }

@@ -1,6 +1,7 @@
 #include "server/key_store.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/logging.h"
@@ -103,7 +104,8 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   if (options_.deterministic) {
     if (round.by_rank.empty()) round.by_rank.resize(options_.num_workers);
     round.by_rank[rank] = payload;  // keeps the received frame alive, no copy
-  } else if (round.pushes == 0 && payload.writable()) {
+  } else if (round.pushes == 0 && payload.writable() &&
+             reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(key.dtype) == 0) {
     round.sum = payload;  // the received frame is ours alone: sum into it, no copy
   } else if (round.pushes == 0) {
     round.sum = pool_->Get(key.bytes);

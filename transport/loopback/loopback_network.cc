@@ -74,6 +74,8 @@ class LoopbackEndpoint : public Endpoint {
     }
     std::lock_guard<std::mutex> lock(inbox->mu);
     if (inbox->closed) return Status::Ok();
+    // The receiver gets views of the sender's memory: never writable on its side.
+    for (Buffer& b : message.payloads) b = b.AsReadOnly();
     inbox->queue.push_back({EncodeHeader(message.header), std::move(message.payloads)});
     inbox->cv.notify_one();
     return Status::Ok();

@@ -78,6 +78,14 @@ TEST_F(LoopbackTest, DeliversHeaderAndEveryPayloadFrameIntact) {
   EXPECT_EQ(received.messages_rejected, 0u);
 }
 
+TEST_F(LoopbackTest, ReceivedViewsOfTheSendersMemoryAreNeverWritable) {
+  // Even a buffer the sender may write into reaches the receiver read-only:
+  // the receiver must not sum into the sender's memory.
+  ASSERT_TRUE(a_->Send(2, Push(5, {Iota(64, 1).AsWritable()}), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  EXPECT_FALSE(b_in_.at(0).payloads[0].writable());
+}
+
 TEST_F(LoopbackTest, BothDirectionsAndOrderIsPreserved) {
   constexpr int kCount = 200;
   for (int i = 0; i < kCount; ++i) {

@@ -90,6 +90,8 @@ TEST_P(ZmqPairTest, RoundTripOfHeaderAndPayloadsOfSize0And1And1MiB) {
   ASSERT_EQ(got.payloads[2].size(), size_t{1} << 20);
   EXPECT_EQ(std::memcmp(got.payloads[2].data(), big.data(), big.size()), 0);
   EXPECT_EQ(got.payloads[3].data()[0], odd.data()[0]);
+  // Received frames are the receiver's own copies: writable (a server sums into them).
+  EXPECT_TRUE(got.payloads[2].writable());
 
   EXPECT_EQ(a_->stats().messages_sent, 1u);
   EXPECT_EQ(a_->stats().payload_bytes_sent, (1u << 20) + 2);
