@@ -38,7 +38,8 @@ namespace {
 // received chunk pays a page fault per 4 KiB and the pages are zeroed again.
 // Our own processes keep freed memory for reuse instead: blocks up to 32 MiB
 // (glibc's maximum) come from the heap, and the heap is not given back while
-// under 1 GiB free. Peak memory is unchanged; it is just not returned early.
+// under 1 GiB free. Memory is not returned early, so resident memory stays
+// near the peak (plus what each thread's arena keeps) instead of falling back.
 // (Only node binaries do this; the library never changes a host process's
 // allocator.)
 void KeepFreedMemoryForReuse() {

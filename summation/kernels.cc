@@ -18,7 +18,8 @@
 // - bf16 sums also have an AVX-512 BF16 loop (vcvtne2ps2bf16 rounds 32 sums
 //   to nearest even in one instruction). That instruction flushes subnormal
 //   results to zero, unlike FloatToBf16, so a block of 32 with any subnormal
-//   sum is redone by the plain loop: every path still gives the same bits.
+//   sum is redone by the plain loop: every path still gives the same bits
+//   for non-NaN results (as kernels.h promises; NaN payloads may differ).
 // SYNCLINE_NO_RUNTIME_DISPATCH turns both off and selects by the compile
 // flags instead (-march=...); the tests use it to check each path on its own.
 // The library is built with -ffp-contract=off so no clone fuses operations.

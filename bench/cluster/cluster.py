@@ -86,7 +86,10 @@ def syncline_bench(c, layout, a, partition, in_flight):
     """One syncline-bench-worker job; returns {(rank, bytes): push+pull MB/s}."""
     command = [jobs.binary("syncline-bench-worker"), "--sizes", a.sizes, "--seconds", a.seconds,
                "--in-flight", in_flight]
-    budget = len(a.sizes.split(",")) * (a.seconds + 5) + 60
+    # Per size: --seconds, or the worker's 7 iterations (2 warm-up + 5) when they take longer: each
+    # moves in_flight x size each way, at the link rate at best.
+    per_byte = 8 / c.rate if c.rate else 1e-9
+    budget = sum(max(a.seconds, 7 * in_flight * int(s) * per_byte * 2) + 5 for s in a.sizes.split(",")) + 60
     job = jobs.start_job(c, layout, command, dict(a.env, SYNCLINE_PARTITION_BYTES=partition), timeout=budget)
     codes = job.wait(budget + 10)
     if any(code != 0 for code in codes):
@@ -299,6 +302,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if hasattr(a, "env"):
         a.env = dict(a.env)
+        if a.cmd == "bench" and "SYNCLINE_PARTITION_BYTES" in a.env:
+            ap.error("bench: give partitions with --partition-bytes, not --env")
+    if getattr(a, "peak_factor", 2) <= 1:
+        ap.error("--peak-factor must be above 1 (tc tbf needs a peak rate above the rate)")
     try:
         return a.func(a)
     except NoPrivileges as e:
