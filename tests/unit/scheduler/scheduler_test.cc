@@ -252,6 +252,9 @@ TEST_F(SchedulerTest, ANonMemberCannotCompleteAGroupBarrier) {
 
 TEST_F(SchedulerTest, RequestedRankOutsideTheJobIsNotAssigned) {
   Settings s = JobSettings(2, 1);
+  // A node that registers after the scheduler has aborted the job and stopped
+  // hears nothing back: let it give up well within the wait below.
+  s.startup_timeout_ms = 2000;
   StartScheduler(s);
   Settings bad = s;
   bad.worker_rank = 5;  // a node built without Settings::Validate, or a hostile peer
