@@ -179,6 +179,11 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
 Status Worker::Broadcast(TensorId id, void* data, int root) {
   if (root < 0 || root >= settings_.num_workers)
     return InvalidArgument("broadcast root " + std::to_string(root) + " is not a worker rank");
+  // A broadcast is a round whose sum is the root's tensor; async servers keep
+  // a running total instead, which would hand back a mix of earlier pushes.
+  if (settings_.async)
+    return FailedPrecondition("broadcast needs synchronous rounds, but this job runs in async mode "
+                              "(SYNCLINE_ASYNC / BYTEPS_ENABLE_ASYNC): a push there returns the server's running total");
   SYNCLINE_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(id));
   // The sum of the root's tensor and everyone else's zeros is the root's tensor.
   const bool device = cuda_ && IsDevicePointer(data);

@@ -63,6 +63,7 @@ class Worker {
   // memory and the result copied back when Wait succeeds.
   Result<OpHandle> PushPull(TensorId id, void* data, bool average);
   // Copies `data` of worker `root` into `data` of every worker (blocking).
+  // FailedPrecondition in async mode, leaving `data` untouched.
   Status Broadcast(TensorId id, void* data, int root);
   // Waits until every worker reached this barrier.
   Status Barrier();

@@ -203,6 +203,27 @@ TEST(WorkerJob, AsyncModeAppliesEveryPush) {
   EXPECT_TRUE(job.Finish().ok());
 }
 
+TEST(WorkerJob, BroadcastInAsyncModeIsAClearErrorThatLeavesTheTensor) {
+  InProcessJob::Options o;
+  o.async = true;
+  o.workers = 2;
+  o.servers = 1;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("params", DType::kFloat32, 10));
+    std::vector<float> params(10, rank + 3.0f);
+    Status st = w.Broadcast(id, params.data(), /*root=*/0);
+    if (st.code() != StatusCode::kFailedPrecondition || st.message().find("async mode") == std::string::npos)
+      return Internal("expected a FailedPrecondition naming async mode, got " + st.ToString());
+    for (float v : params)
+      if (v != rank + 3.0f) return Internal("the tensor was changed");
+    return Status::Ok();
+  }));
+  EXPECT_TRUE(job.Finish().ok());
+}
+
 TEST(WorkerJob, MismatchedDeclarationIsAnErrorNamingTheTensor) {
   InProcessJob::Options o;
   o.workers = 2;
