@@ -252,8 +252,9 @@ TEST_F(SchedulerTest, ANonMemberCannotCompleteAGroupBarrier) {
 
 TEST_F(SchedulerTest, RequestedRankOutsideTheJobIsNotAssigned) {
   Settings s = JobSettings(2, 1);
-  // A node that registers after the scheduler has aborted the job and stopped
-  // hears nothing back: let it give up well within the wait below.
+  // The bad rank is rejected at once, but the job can then never fill up: the
+  // other nodes hear of it when the scheduler's startup timeout aborts the
+  // job, which must come well within the wait below.
   s.startup_timeout_ms = 2000;
   StartScheduler(s);
   Settings bad = s;
