@@ -93,7 +93,7 @@ def send_garbage(port, rounds=20):
 
 @pytest.mark.parametrize("transport", BOTH)
 def test_garbage_to_scheduler_and_server_ports_does_not_stop_the_job(cluster_factory, transport):
-    c = cluster_factory(2, 1, SYNCLINE_TRANSPORT=transport, SYNCLINE_SHM=0)
+    c = cluster_factory(2, 1, **transport_env(transport))
     server_port = free_port()
     c.start_scheduler()
     c.start_server(0, SYNCLINE_PORT=server_port)
@@ -112,17 +112,13 @@ def test_garbage_to_scheduler_and_server_ports_does_not_stop_the_job(cluster_fac
     assert "done: 1500 rounds" in c.output("worker 0")
 
 
-# The data plane the kill tests run over: ZeroMQ tcp, and UCX with its default
-# transports and with shared memory alone (where UCX cannot report dead peers).
-TRANSPORTS = {"tcp": dict(SYNCLINE_TRANSPORT="tcp"),
-              "ucx": dict(SYNCLINE_TRANSPORT="ucx", SYNCLINE_SHM=0),
-              "ucx-sm": dict(SYNCLINE_TRANSPORT="ucx", SYNCLINE_SHM=0, UCX_TLS="sm")}
-
-
-@pytest.mark.parametrize("transport", list(TRANSPORTS))
+# The data plane the kill tests run over: ZeroMQ tcp with payloads on the socket
+# and in Syncline's shared memory, and UCX with its default transports and with
+# shared memory alone (where UCX cannot report dead peers).
+@pytest.mark.parametrize("transport", ["tcp", "shm", "ucx", "ucx-sm"])
 @pytest.mark.parametrize("victim", ["worker 1", "server 1"])
 def test_killed_node_ends_the_job_with_its_name(cluster_factory, victim, transport):
-    c = cluster_factory(3, 2, **HEARTBEAT, **TRANSPORTS[transport])
+    c = cluster_factory(3, 2, **HEARTBEAT, **transport_env(transport))
     c.start_scheduler()
     server_ports = [free_port(), free_port()]
     for i in range(2):
