@@ -4,6 +4,7 @@ limit really enforced in both directions, and teardown leaving no namespace, lin
 or process behind, also after Ctrl-C, the deadline, or a SIGKILLed orchestrator.
 
 Needs root (network namespaces); skipped with the reason elsewhere."""
+import contextlib
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = REPO / "bench" / "cluster"
 sys.path.insert(0, str(CLUSTER_DIR))
 
+import jobs  # noqa: E402
 import netcluster  # noqa: E402
 import tcpprobe  # noqa: E402
 
@@ -64,22 +66,46 @@ def start_long_job(rid, *extra):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-def wait_for_workers(rid, proc, timeout=60):
-    """Waits until every worker host runs its training process; returns the namespaces' inodes."""
+def runs_training(pid):
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return False
+    return argv0.endswith(b"syncline-example-training")
+
+
+def wait_for_workers(rid, proc, colocate=False, timeout=60):
+    """Waits until every worker host of run-job's default job runs its training process;
+    returns the namespaces' inodes."""
+    layout = jobs.Layout(4, 2, colocate)
+    hosts = [f"{netcluster.PREFIX}{rid}-h{layout.worker_host(r)}" for r in range(layout.workers)]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stdout.read()
-        running = 0
-        for h in range(3, 7):
-            for pid in netcluster.namespace_pids(f"{netcluster.PREFIX}{rid}-h{h}"):
-                try:
-                    running += "syncline-example-training" in Path(f"/proc/{pid}/cmdline").read_text()
-                except OSError:
-                    pass
-        if running >= 4:
+        if all(any(runs_training(pid) for pid in netcluster.namespace_pids(ns)) for ns in hosts):
             return namespace_inodes(rid)
         time.sleep(0.2)
     raise AssertionError("the workers did not start")
+
+
+@contextlib.contextmanager
+def running_long_job(*extra):
+    """A run-job that would run for minutes (something to interrupt), once its workers run:
+    yields (run id, process, namespace inodes); afterwards its processes and namespaces
+    are removed whatever the test did."""
+    rid = run_id()
+    proc = start_long_job(rid, *extra)
+    try:
+        yield rid, proc, wait_for_workers(rid, proc, colocate="--colocate" in extra)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        netcluster.cleanup(run_id=rid)
+
+
+def assert_nothing_left(rid, inodes):
+    assert leftovers(rid) == []
+    assert processes_in(inodes) == []
 
 
 def check_job_output(out, workers, rounds):
@@ -144,10 +170,7 @@ def test_link_rate_is_enforced_both_ways():
 
 
 def test_cleanup_after_a_killed_orchestrator():
-    rid = run_id()
-    proc = start_long_job(rid)
-    try:
-        inodes = wait_for_workers(rid, proc)
+    with running_long_job() as (rid, proc, inodes):
         os.kill(proc.pid, signal.SIGKILL)  # no teardown: namespaces and processes stay
         proc.wait(timeout=10)
         assert netcluster.list_namespaces(f"{netcluster.PREFIX}{rid}-"), "a SIGKILLed run should leave its namespaces"
@@ -155,64 +178,35 @@ def test_cleanup_after_a_killed_orchestrator():
                               stderr=subprocess.STDOUT, text=True, timeout=60)
         assert done.returncode == 0, done.stdout
         assert f"slc-{rid}-br" in done.stdout, done.stdout
-        assert leftovers(rid) == []
-        assert processes_in(inodes) == []
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        netcluster.cleanup(run_id=rid)
+        assert_nothing_left(rid, inodes)
 
 
 def test_next_cluster_removes_a_killed_runs_leftovers():
-    rid = run_id()
-    proc = start_long_job(rid, "--colocate")
-    try:
-        inodes = wait_for_workers(rid, proc)
+    with running_long_job("--colocate") as (rid, proc, inodes):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         with netcluster.EmulatedCluster(1, timeout=30):
             pass  # creating any cluster first removes runs whose orchestrator is gone
-        assert leftovers(rid) == []
-        assert processes_in(inodes) == []
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        netcluster.cleanup(run_id=rid)
+        assert_nothing_left(rid, inodes)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_tears_down(sig):
-    rid = run_id()
-    proc = start_long_job(rid)
-    try:
-        inodes = wait_for_workers(rid, proc)
+    with running_long_job() as (rid, proc, inodes):
         os.kill(proc.pid, sig)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 128 + sig, out
         assert "torn down" in out, out
-        assert leftovers(rid) == []
-        assert processes_in(inodes) == []
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        netcluster.cleanup(run_id=rid)
+        assert_nothing_left(rid, inodes)
 
 
 def test_run_stops_by_itself_at_its_timeout():
-    rid = run_id()
     start = time.monotonic()
-    proc = start_long_job(rid, "--timeout", "25")
-    try:
-        inodes = wait_for_workers(rid, proc)
+    with running_long_job("--timeout", "25") as (rid, proc, inodes):
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode != 0 and time.monotonic() - start < 35, out
         assert "FAILED" in out, out
-        assert leftovers(rid) == []
-        assert processes_in(inodes) == []
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        netcluster.cleanup(run_id=rid)
+        assert_nothing_left(rid, inodes)
 
 
 def test_deadline_interrupts_a_stuck_orchestrator():
@@ -224,8 +218,7 @@ def test_deadline_interrupts_a_stuck_orchestrator():
             inodes = namespace_inodes(c.run_id)
             time.sleep(60)
     assert time.monotonic() - start < 15
-    assert leftovers(c.run_id) == []
-    assert processes_in(inodes) == []
+    assert_nothing_left(c.run_id, inodes)
 
 
 def test_failing_command_is_reported_and_cleaned_up():
