@@ -66,7 +66,7 @@ Status ValidateMessage(const Message& m) {
 }
 
 std::optional<Message> AdmitReceived(Result<Message> decoded, std::mutex& mu, EndpointStats& stats,
-                                     const std::string& where) {
+                                     std::string_view where) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (decoded.ok()) {

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/buffer.h"
@@ -28,7 +29,7 @@ Status ValidateMessage(const Message& message);
 // `stats` (under `mu`), logs why a rejected message was dropped, and returns
 // the message to hand to the Receiver, or nothing.
 std::optional<Message> AdmitReceived(Result<Message> decoded, std::mutex& mu, EndpointStats& stats,
-                                     const std::string& where);
+                                     std::string_view where);
 
 // Totals the payload frames' sizes of `message` (what header.byte_length must
 // equal, unless the frames travel in shared memory: header.shm).

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -140,7 +141,7 @@ class UcxEndpoint : public Endpoint {
   void Flush(Inbox& inbox);
   void Deliver(const uint8_t* header, size_t header_length, const Buffer& data);
   void Reject(const Status& why);
-  std::string Where() const;  // this endpoint in log lines
+  std::string_view Where() const;  // this endpoint in log lines (no copy: it runs per message)
 
   const UcxOptions options_;
   std::unique_ptr<Context> ucx_;  // reset by Close

@@ -118,6 +118,6 @@ void UcxEndpoint::Deliver(const uint8_t* header, size_t header_length, const Buf
 
 void UcxEndpoint::Reject(const Status& why) { (void)AdmitReceived(why, stats_mu_, stats_, Where()); }
 
-std::string UcxEndpoint::Where() const { return address_.empty() ? "ucx" : address_; }
+std::string_view UcxEndpoint::Where() const { return address_.empty() ? std::string_view("ucx") : address_; }
 
 }  // namespace syncline::ucx
