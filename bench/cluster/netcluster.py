@@ -279,20 +279,25 @@ class EmulatedCluster:
         return code, proc.output()
 
     def kill(self, proc, grace=0.0):
-        if proc.popen.poll() is not None:
+        """SIGTERM to proc's process group and `grace` seconds to exit (when grace > 0), then SIGKILL."""
+        if grace > 0 and self._signal_and_wait(proc, signal.SIGTERM, grace):
             return
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            if grace == 0.0 and sig == signal.SIGTERM:
-                continue
-            try:
-                os.killpg(proc.popen.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.popen.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                pass
+        self._signal_and_wait(proc, signal.SIGKILL, 5.0)
+
+    @staticmethod
+    def _signal_and_wait(proc, sig, seconds):
+        """True once proc has exited (at once if it already had)."""
+        if proc.popen.poll() is not None:
+            return True
+        try:
+            os.killpg(proc.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.popen.wait(timeout=seconds)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
 
     def stop_processes(self, grace=2.0):
         """SIGTERM to every running process group, SIGKILL after `grace`, then any
