@@ -5,14 +5,16 @@ Layouts (host 0 is always the scheduler's):
   separate:  servers on hosts 1..M, workers on hosts M+1..M+N   (1 + M + N hosts)
   colocate:  workers on hosts 1..N, server j beside worker j    (1 + N hosts, M <= N)
 """
-import json
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+from benchenv import clean_env, json_lines  # noqa: E402,F401  (clean_env: also for jobs' users)
 SCHEDULER_PORT = 9000
 
 
@@ -79,13 +81,6 @@ class Job:
         return codes
 
 
-def clean_env(extra=None):
-    """This process's environment without Syncline/BytePS settings, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_", "PS_"))}
-    env.update({k: str(v) for k, v in (extra or {}).items()})
-    return env
-
-
 def start_job(cluster, layout, worker_command, env=None, timeout=240):
     """Starts scheduler, servers and workers, each with `pslaunch --role` in its host."""
     pslaunch = binary("pslaunch")
@@ -138,12 +133,4 @@ def check_training(job, codes, rounds):
 
 def goodput_lines(output):
     """The JSON lines that syncline-bench-worker printed (pslaunch prefixes them)."""
-    found = []
-    for line in output.splitlines():
-        brace = line.find("{")
-        if brace >= 0:
-            try:
-                found.append(json.loads(line[brace:]))
-            except ValueError:
-                pass
-    return [f for f in found if "goodput_MBps" in f]
+    return [f for f in json_lines(output) if "goodput_MBps" in f]

@@ -12,7 +12,6 @@ one-directional zero-copy PUSH/PULL stream, i.e. bytes moved per second between
 two processes: the same unit. Medians over --runs runs.
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -20,6 +19,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+from benchenv import clean_env, json_lines  # noqa: E402
+
 KIB, MIB = 1024, 1024 * 1024
 DEFAULT_SIZES = [4 * KIB, 64 * KIB, 1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB]
 
@@ -29,15 +31,7 @@ def run_json(argv, env=None, timeout=600):
                          timeout=timeout)
     if out.returncode != 0:
         sys.exit(f"failed ({out.returncode}): {' '.join(argv)}\n{out.stdout[-3000:]}")
-    rows = []
-    for line in out.stdout.splitlines():
-        start = line.find("{")
-        if start >= 0:
-            try:
-                rows.append(json.loads(line[start:]))
-            except json.JSONDecodeError:
-                pass
-    return rows
+    return json_lines(out.stdout)
 
 
 def raw_zmq(bin_dir, sizes, seconds):
@@ -51,8 +45,7 @@ def raw_zmq(bin_dir, sizes, seconds):
 
 
 def syncline(bin_dir, transport, workers, sizes, seconds, partition_bytes=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_"))}
-    env["SYNCLINE_LOG_LEVEL"] = "warn"
+    env = clean_env({"SYNCLINE_LOG_LEVEL": "warn"})
     if partition_bytes:
         env["SYNCLINE_PARTITION_BYTES"] = str(partition_bytes)
     argv = [str(bin_dir / "pslaunch"), "--workers", str(workers), "--servers", "1", "--timeout", "600"]
