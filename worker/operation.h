@@ -2,7 +2,8 @@
 // The tensor is cut into chunks; each chunk is pushed straight from the
 // caller's memory (zero-copy) and its pulled sum is written back in place.
 // A chunk's result is copied in only after the transport has released the
-// pushed bytes, so a reply can never overwrite memory still being sent.
+// pushed bytes, so a reply can never overwrite memory still being sent
+// (unless the reply is those very bytes: then nothing is copied).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -53,7 +54,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   };
   void OnReleased(size_t i);
   // Writes the reply of chunk `i` back if both halves are in; lock held.
-  void MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock);
+  // The spent reply goes to `*done_with`, for the caller to drop unlocked.
+  void MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock, Buffer* done_with);
 
   const std::string name_;
   uint8_t* const data_;

@@ -507,5 +507,30 @@ TEST_F(KeyStoreTest, AWritableFirstPushIsSummedInPlaceOthersAreNeverWritten) {
   }
 }
 
+// With one worker its push is the sum: the reply carries the pushed bytes
+// themselves, even when they are a read-only view (shared memory, loopback),
+// nothing is copied or allocated, and nothing is written (averaging by 1 is
+// skipped).
+TEST_F(KeyStoreTest, AOneWorkerRoundAnswersWithThePushItself) {
+  for (bool deterministic : {false, true}) {
+    for (uint32_t average : {0u, static_cast<uint32_t>(proto::FLAG_AVERAGE)}) {
+      SCOPED_TRACE(std::string(deterministic ? "deterministic" : "arrival order") + (average ? ", average" : ""));
+      BufferPool pool;
+      KeyStore store(KeyStoreOptions{1, false, deterministic}, &engine_, &pool);
+      for (uint64_t round = 0; round < 3; ++round) {
+        const Message push = Push<float>(round, 0, {1.5f, -2, 3}, proto::FLAG_PULL_AFTER_PUSH | average);
+        ASSERT_FALSE(push.payloads[0].writable());
+        std::vector<Reply> out;
+        store.Push(push, 0, &out);
+        ASSERT_EQ(out.size(), 1u);
+        ASSERT_EQ(out[0].message.header.op(), proto::PULL_REPLY);
+        EXPECT_EQ(out[0].message.payloads[0].data(), push.payloads[0].data()) << "the push was copied";
+        EXPECT_EQ(ValuesOf<float>(out[0].message), (std::vector<float>{1.5f, -2, 3}));
+      }
+      EXPECT_EQ(pool.stats().allocations, 0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace syncline
