@@ -2,7 +2,8 @@
 // dtype, buffer size (4 KiB .. 64 MiB, powers of 4) and thread count (1, 2),
 // printed beside two references measured in the same run on the same buffers
 // and thread split: the plain fp32 loop of plain_loop.cc, and memcpy (the
-// memory-bandwidth ceiling).
+// memory-bandwidth ceiling). For fp16 on one thread also the sum's F16C
+// conversions alone (f16_ceiling.h), the ceiling of a conversion-bound loop.
 //
 // Bytes counted: sum-into and the plain loop move 3x the buffer size (read
 // dst, read src, write dst); memcpy moves 2x (read src, write dst). Every
@@ -33,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "f16_ceiling.h"
 #include "plain_loop.h"
 #include "summation/engine.h"
 #include "summation/half.h"
@@ -179,6 +181,9 @@ int Main(int argc, char** argv) {
   // (threads, bytes) -> GB/s of the references; (dtype, threads, bytes) -> GB/s of sum-into.
   std::map<std::pair<int, size_t>, std::pair<double, double>> refs;
   std::map<std::tuple<int, int, size_t>, double> sums;
+  // bytes -> GB/s of the fp16 sum's conversions alone, one thread.
+  std::map<size_t, double> f16_convert_only;
+  const bool has_convert_only = HasConvertOnlyF16();
   for (int threads : thread_counts) {
     SummationEngine engine(threads, /*parallel_threshold_bytes=*/0);  // split whenever it can
     Splitter split(threads);
@@ -206,10 +211,19 @@ int Main(int argc, char** argv) {
         const size_t n = bytes / DTypeSize(t);
         contenders.emplace_back(fill(t), [&, t, n] { engine.SumInto(t, d, s, n); });
       }
+      // The fp16 sum's ceiling (f16_ceiling.h), per core: one thread only.
+      const bool with_f16_ref = threads == 1 && has_convert_only;
+      if (with_f16_ref) {
+        contenders.emplace_back(fill(DType::kFloat16), [&, bytes] {
+          ConvertOnlyF16(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(s), bytes / 2);
+          Clobber(d);
+        });
+      }
       const std::vector<double> sec = MedianSecondsPerCallInTurns(contenders, reps);
       refs[{threads, bytes}] = {GBps(3 * bytes, sec[0]), GBps(2 * bytes, sec[1])};
       for (size_t i = 0; i < std::size(dtypes); ++i)
         sums[{static_cast<int>(dtypes[i]), threads, bytes}] = GBps(3 * bytes, sec[2 + i]);
+      if (with_f16_ref) f16_convert_only[bytes] = GBps(3 * bytes, sec[2 + std::size(dtypes)]);
     }
   }
 
@@ -227,6 +241,16 @@ int Main(int argc, char** argv) {
         std::printf("%-5s %8s %3d %10.2f %10.2f %10.2f %8.2fx %9.2fx\n", DTypeName(t),
                     SizeName(bytes).c_str(), threads, sum, plain, copy, sum / plain, sum / copy);
       }
+    }
+  }
+  if (has_convert_only) {
+    std::printf("\nfp16 against its conversions alone, 1 thread, same runs (3 x bytes): the F16C widening and "
+                "narrowing of the sum (8 per instruction) without its arithmetic\n\n");
+    std::printf("%8s %10s %14s %16s\n", "size", "fp16 GB/s", "convert GB/s", "vs convert only");
+    for (size_t bytes : sizes) {
+      const double sum = sums[{static_cast<int>(DType::kFloat16), 1, bytes}];
+      std::printf("%8s %10.2f %14.2f %15.2fx\n", SizeName(bytes).c_str(), sum, f16_convert_only[bytes],
+                  sum / f16_convert_only[bytes]);
     }
   }
   return 0;
