@@ -101,10 +101,12 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   round.average = round.average || (push.header.flags() & proto::FLAG_AVERAGE);
   const Buffer& payload = push.payloads.front();
   const size_t elements = key.bytes / DTypeSize(key.dtype);
-  if (options_.num_workers == 1) {
-    // The only push is the sum: nothing is ever written into it (no second
-    // push, no averaging), so even a view of the sender's memory (shared
-    // memory, loopback) serves as is, and the copy is saved.
+  if (options_.num_workers == 1 && (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)) {
+    // The only push is the sum, and its reply goes out in this very call:
+    // nothing is ever written into it (no second push, no averaging), so
+    // even a view of the sender's memory (shared memory, loopback) serves as
+    // is, and the copy is saved. (A push without its pull is copied: the
+    // sender may reuse that memory once acked, long before the pull.)
     round.sum = payload;
   } else if (options_.deterministic) {
     if (round.by_rank.empty()) round.by_rank.resize(options_.num_workers);
@@ -136,7 +138,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
 
 void KeyStore::Complete(KeyState& key, Round& round) {
   const size_t elements = key.bytes / DTypeSize(key.dtype);
-  if (options_.deterministic && options_.num_workers > 1) {
+  if (options_.deterministic && !round.by_rank.empty()) {
     round.sum = pool_->Get(key.bytes);
     std::memcpy(round.sum.mutable_data(), round.by_rank[0].data(), key.bytes);
     for (int r = 1; r < options_.num_workers; ++r)

@@ -3,8 +3,9 @@
 // buffer (in arrival order, or in worker-rank order once all are in when
 // deterministic); when all N workers have pushed, the round is complete and
 // its pulls are answered; the buffer returns to the pool once every worker
-// pulled it. A one-worker round's sum is the pushed payload itself, whatever
-// memory it is in (it is never written). Async mode: every push is added to the key's value at once and
+// pulled it. A one-worker round pushed with its pull (FLAG_PULL_AFTER_PUSH)
+// answers with the pushed payload itself, whatever memory it is in (it is
+// never written). Async mode: every push is added to the key's value at once and
 // a pull returns the latest value.
 //
 // Thread-safety: calls for one key must not run concurrently (the server

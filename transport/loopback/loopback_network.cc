@@ -82,11 +82,18 @@ class LoopbackEndpoint : public Endpoint {
   }
 
   void Close() override {
+    // Messages still queued are dropped, as a closed socket drops them, and
+    // at once: their payloads are views of their senders' memory, which a
+    // sender may be waiting to get back. (Dropped outside the lock, since a
+    // release may call into the sender.)
+    decltype(inbox_->queue) undelivered;
     {
       std::lock_guard<std::mutex> lock(inbox_->mu);
       inbox_->closed = true;
+      undelivered.swap(inbox_->queue);
       inbox_->cv.notify_all();
     }
+    undelivered.clear();
     if (thread_.joinable()) thread_.join();
     std::lock_guard<std::mutex> lock(shared_->mu);
     auto it = shared_->listeners.find(address_);

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <random>
 #include <set>
@@ -507,28 +509,67 @@ TEST_F(KeyStoreTest, AWritableFirstPushIsSummedInPlaceOthersAreNeverWritten) {
   }
 }
 
+// A page of memory nobody may write: a write into it (a sum, an averaging)
+// kills the test instead of passing unnoticed.
+class ReadOnlyPage {
+ public:
+  explicit ReadOnlyPage(const std::vector<float>& values) {
+    page_ = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(page_, MAP_FAILED);
+    std::memcpy(page_, values.data(), values.size() * sizeof(float));
+    EXPECT_EQ(mprotect(page_, kBytes, PROT_READ), 0);
+  }
+  ~ReadOnlyPage() { munmap(page_, kBytes); }
+  Buffer View(size_t bytes) const { return Buffer(page_, bytes, nullptr); }
+
+ private:
+  static constexpr size_t kBytes = 4096;
+  void* page_;
+};
+
 // With one worker its push is the sum: the reply carries the pushed bytes
 // themselves, even when they are a read-only view (shared memory, loopback),
 // nothing is copied or allocated, and nothing is written (averaging by 1 is
-// skipped).
+// skipped): the push lies in a page that faults on any write.
 TEST_F(KeyStoreTest, AOneWorkerRoundAnswersWithThePushItself) {
+  const std::vector<float> values = {1.5f, -2, 3};
+  const ReadOnlyPage page(values);
   for (bool deterministic : {false, true}) {
     for (uint32_t average : {0u, static_cast<uint32_t>(proto::FLAG_AVERAGE)}) {
       SCOPED_TRACE(std::string(deterministic ? "deterministic" : "arrival order") + (average ? ", average" : ""));
       BufferPool pool;
       KeyStore store(KeyStoreOptions{1, false, deterministic}, &engine_, &pool);
       for (uint64_t round = 0; round < 3; ++round) {
-        const Message push = Push<float>(round, 0, {1.5f, -2, 3}, proto::FLAG_PULL_AFTER_PUSH | average);
-        ASSERT_FALSE(push.payloads[0].writable());
+        Message push = Push<float>(round, 0, values, proto::FLAG_PULL_AFTER_PUSH | average);
+        push.payloads[0] = page.View(values.size() * sizeof(float));
         std::vector<Reply> out;
         store.Push(push, 0, &out);
         ASSERT_EQ(out.size(), 1u);
         ASSERT_EQ(out[0].message.header.op(), proto::PULL_REPLY);
         EXPECT_EQ(out[0].message.payloads[0].data(), push.payloads[0].data()) << "the push was copied";
-        EXPECT_EQ(ValuesOf<float>(out[0].message), (std::vector<float>{1.5f, -2, 3}));
+        EXPECT_EQ(ValuesOf<float>(out[0].message), values);
       }
       EXPECT_EQ(pool.stats().allocations, 0u);
     }
+  }
+}
+
+// A one-worker push without its pull is acked at once, and the sender may
+// reuse its memory from then on: the round keeps a copy for the later pull.
+TEST_F(KeyStoreTest, AOneWorkerPushWithoutItsPullIsCopied) {
+  for (bool deterministic : {false, true}) {
+    SCOPED_TRACE(deterministic ? "deterministic" : "arrival order");
+    Make(1, false, deterministic);
+    std::vector<float> tensor = {4, 5, 6};
+    Message push = Push<float>(0, 0, tensor);
+    push.payloads[0] = Buffer(tensor.data(), tensor.size() * sizeof(float), nullptr);  // the sender's own memory
+    auto acks = DoPush(push, 0);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].message.header.op(), proto::PUSH_ACK);
+    tensor = {0, 0, 0};  // reused after the ack
+    auto out = DoPull(Pull(0, 0), 0);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(ValuesOf<float>(out[0].message), (std::vector<float>{4, 5, 6}));
   }
 }
 

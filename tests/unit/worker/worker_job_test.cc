@@ -120,8 +120,10 @@ void ExpectExactSums(const InProcessJob::Options& o, const std::string& param) {
 TEST_P(WorkerJobTest, PushPullSumsExactlyForEveryDtypeAndSize) { ExpectExactSums(OptionsFromParam(), GetParam()); }
 
 // With one worker the server answers with the pushed bytes themselves (no
-// copy): a view of shared memory, or on the loopback transport the worker's
-// own tensor, which must then be neither waited on nor copied over itself.
+// copy; KeyStoreTest checks that): a view of shared memory, or on the
+// loopback transport the worker's own tensor, which the worker must then
+// neither wait on nor copy over itself (if it waited, every push_pull here
+// would end in DeadlineExceeded). The sums must come out exact either way.
 TEST_P(WorkerJobTest, OneWorkerGetsItsOwnPushBack) {
   for (bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "deterministic" : "arrival order");
