@@ -173,10 +173,11 @@ F16Loops ChooseF16Loops() {
 #if defined(SYNCLINE_X86_SIMD) && !defined(SYNCLINE_NO_RUNTIME_DISPATCH)
   __builtin_cpu_init();
   // Both loops give the same bits; only speed differs. On the AMD EPYC
-  // (Zen 4) of the development VM, whose 512-bit conversions are no faster per
-  // element than 256-bit ones, the AVX2 loop sums 1.12x faster than the
-  // AVX-512 one in cache (78 against 70 GB/s; both bound by the conversions).
-  // Other CPUs keep the AVX-512 loop (not measured here).
+  // (Zen 4) of the development VM the 16-wide conversions are slower per
+  // element than the 8-wide ones, and the AVX2 loop sums about 1.1x faster
+  // than the AVX-512 one in cache (syncline-bench-summation measures both
+  // widths). This picks AVX2 on every AMD CPU, Zen 5 (not measured) too;
+  // other CPUs keep the AVX-512 loop.
   const bool wide_conversions_pay = !__builtin_cpu_is("amd");
   if (__builtin_cpu_supports("avx512f") && wide_conversions_pay) return {SumF16Avx512, ScaleF16Avx512};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return {SumF16Avx2, ScaleF16Avx2};

@@ -3,7 +3,8 @@
 // printed beside two references measured in the same run on the same buffers
 // and thread split: the plain fp32 loop of plain_loop.cc, and memcpy (the
 // memory-bandwidth ceiling). For fp16 on one thread also the sum's F16C
-// conversions alone (f16_ceiling.h), the ceiling of a conversion-bound loop.
+// conversions alone at both widths (f16_ceiling.h): the ceiling of a
+// conversion-bound loop, and which width this CPU converts faster.
 //
 // Bytes counted: sum-into and the plain loop move 3x the buffer size (read
 // dst, read src, write dst); memcpy moves 2x (read src, write dst). Every
@@ -181,9 +182,10 @@ int Main(int argc, char** argv) {
   // (threads, bytes) -> GB/s of the references; (dtype, threads, bytes) -> GB/s of sum-into.
   std::map<std::pair<int, size_t>, std::pair<double, double>> refs;
   std::map<std::tuple<int, int, size_t>, double> sums;
-  // bytes -> GB/s of the fp16 sum's conversions alone, one thread.
-  std::map<size_t, double> f16_convert_only;
+  // (halves per instruction, bytes) -> GB/s of the fp16 sum's conversions alone, one thread.
+  std::map<std::pair<int, size_t>, double> f16_convert_only;
   const bool has_convert_only = HasConvertOnlyF16();
+  const bool has_convert_only_x16 = HasConvertOnlyF16x16();
   for (int threads : thread_counts) {
     SummationEngine engine(threads, /*parallel_threshold_bytes=*/0);  // split whenever it can
     Splitter split(threads);
@@ -211,11 +213,14 @@ int Main(int argc, char** argv) {
         const size_t n = bytes / DTypeSize(t);
         contenders.emplace_back(fill(t), [&, t, n] { engine.SumInto(t, d, s, n); });
       }
-      // The fp16 sum's ceiling (f16_ceiling.h), per core: one thread only.
-      const bool with_f16_ref = threads == 1 && has_convert_only;
-      if (with_f16_ref) {
-        contenders.emplace_back(fill(DType::kFloat16), [&, bytes] {
-          ConvertOnlyF16(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(s), bytes / 2);
+      // The fp16 sum's conversions alone (f16_ceiling.h), 8 and 16 per
+      // instruction, per core: one thread only.
+      std::vector<void (*)(uint16_t*, const uint16_t*, size_t)> convert_loops;
+      if (threads == 1 && has_convert_only) convert_loops.push_back(ConvertOnlyF16);
+      if (threads == 1 && has_convert_only_x16) convert_loops.push_back(ConvertOnlyF16x16);
+      for (auto loop : convert_loops) {
+        contenders.emplace_back(fill(DType::kFloat16), [&, loop, bytes] {
+          loop(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(s), bytes / 2);
           Clobber(d);
         });
       }
@@ -223,7 +228,9 @@ int Main(int argc, char** argv) {
       refs[{threads, bytes}] = {GBps(3 * bytes, sec[0]), GBps(2 * bytes, sec[1])};
       for (size_t i = 0; i < std::size(dtypes); ++i)
         sums[{static_cast<int>(dtypes[i]), threads, bytes}] = GBps(3 * bytes, sec[2 + i]);
-      if (with_f16_ref) f16_convert_only[bytes] = GBps(3 * bytes, sec[2 + std::size(dtypes)]);
+      for (size_t i = 0; i < convert_loops.size(); ++i)
+        f16_convert_only[{convert_loops[i] == ConvertOnlyF16 ? 8 : 16, bytes}] =
+            GBps(3 * bytes, sec[2 + std::size(dtypes) + i]);
     }
   }
 
@@ -245,12 +252,14 @@ int Main(int argc, char** argv) {
   }
   if (has_convert_only) {
     std::printf("\nfp16 against its conversions alone, 1 thread, same runs (3 x bytes): the F16C widening and "
-                "narrowing of the sum (8 per instruction) without its arithmetic\n\n");
-    std::printf("%8s %10s %14s %16s\n", "size", "fp16 GB/s", "convert GB/s", "vs convert only");
+                "narrowing of the sum without its arithmetic, 8 halves per instruction (AVX2) and 16 (AVX-512%s)\n\n",
+                has_convert_only_x16 ? "" : ": not on this CPU");
+    std::printf("%8s %10s %12s %12s %14s\n", "size", "fp16 GB/s", "convert x8", "convert x16", "vs faster");
     for (size_t bytes : sizes) {
       const double sum = sums[{static_cast<int>(DType::kFloat16), 1, bytes}];
-      std::printf("%8s %10.2f %14.2f %15.2fx\n", SizeName(bytes).c_str(), sum, f16_convert_only[bytes],
-                  sum / f16_convert_only[bytes]);
+      const double x8 = f16_convert_only[{8, bytes}], x16 = f16_convert_only[{16, bytes}];
+      std::printf("%8s %10.2f %12.2f %12.2f %13.2fx\n", SizeName(bytes).c_str(), sum, x8, x16,
+                  sum / std::max(x8, x16));
     }
   }
   return 0;
