@@ -3,7 +3,7 @@
 processes on this host, next to raw ZeroMQ between two processes measured in
 the same run, with the ratios the targets are stated in.
 
-  bench/transport/run.py                       # all transports built, 1 and 2 workers
+  bench/transport/run.py                       # tcp, ipc, ucx-tcp and shm; 1 and 2 workers
   bench/transport/run.py --transports tcp --runs 5 --markdown docs/transport-results.md
 
 Goodput counts a worker's tensor bytes once per direction: 2 * bytes / time of
@@ -44,6 +44,12 @@ def raw_zmq(bin_dir, sizes, seconds):
     return stream, ping[0]["round_trip_us"]
 
 
+def ucx_built(build_dir):
+    """Whether the build has the UCX transport (CMake writes it into syncline/config.h)."""
+    config = Path(build_dir) / "syncline" / "config.h"
+    return config.exists() and "#define SYNCLINE_HAVE_UCX 1" in config.read_text()
+
+
 def syncline(bin_dir, transport, workers, sizes, seconds, partition_bytes=None):
     env = clean_env({"SYNCLINE_LOG_LEVEL": "warn"})
     if partition_bytes:
@@ -54,6 +60,9 @@ def syncline(bin_dir, transport, workers, sizes, seconds, partition_bytes=None):
     env["SYNCLINE_SHM"] = "1" if transport == "shm" else "0"
     if transport == "shm":
         transport = "tcp"
+    if transport == "ucx-tcp":  # UCX held to its tcp transport, as on hosts without RDMA
+        env["UCX_TLS"] = "tcp"
+        transport = "ucx"
     argv += ["--transport", transport, "--", str(bin_dir / "syncline-bench-worker"),
              "--sizes", ",".join(map(str, sizes)), "--seconds", str(seconds)]
     rows = run_json(argv, env=env)
@@ -105,7 +114,8 @@ def human(size):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default=os.environ.get("SYNCLINE_BUILD_DIR", ROOT / "build"), type=Path)
-    ap.add_argument("--transports", default="tcp,ipc,ucx", help="comma list of tcp, ipc, ucx, shm")
+    ap.add_argument("--transports", default="tcp,ipc,ucx-tcp,shm",
+                    help="comma list of tcp, ipc, ucx (UCX_TLS as in the environment, else UCX's choice), ucx-tcp (UCX_TLS=tcp), shm")
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=1.5, help="time per size per run")
@@ -117,6 +127,11 @@ def main():
     bin_dir = args.build_dir / "bin"
     sizes = [int(s) for s in args.sizes.split(",")]
     transports = [t for t in args.transports.split(",") if t]
+    if not ucx_built(args.build_dir):
+        skipped = [t for t in transports if t.startswith("ucx")]
+        if skipped:
+            print(f"UCX is not built in {args.build_dir}: skipping {', '.join(skipped)}", file=sys.stderr)
+        transports = [t for t in transports if not t.startswith("ucx")]
     worker_counts = [int(w) for w in args.workers.split(",")]
 
     raw_runs, raw_rtt_runs = [], []
