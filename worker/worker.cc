@@ -31,8 +31,7 @@ Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, con
     : settings_(settings),
       endpoint_(WrapForSharedMemory(settings_, std::move(endpoint), &shm_)),
       client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address),
-      cuda_(CudaDevicesPresent()),
-      window_(settings_.scheduling_credit) {}
+      cuda_(CudaDevicesPresent()) {}
 
 Worker::~Worker() {
   bool left_early = false;
@@ -132,64 +131,49 @@ Result<OpHandle> Worker::PushPull(TensorId id, void* data, bool average) {
 Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data, bool average) {
   SYNCLINE_RETURN_IF_ERROR(client_.health());
   std::shared_ptr<Operation> op;
-  std::vector<CreditWindow::Push> go;
+  std::vector<uint64_t> requests;
+  Tensor* tensor;
+  uint64_t round;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutdown_) return FailedPrecondition("push_pull after Shutdown");
     if (id >= tensors_.size() || tensors_[id].name.empty())
       return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
-    const Tensor& tensor = tensors_[id];
-    if (data == nullptr && !tensor.chunks.empty()) return InvalidArgument("push_pull of '" + tensor.name + "' with no data");
-    const uint64_t round = tensors_[id].rounds++;
+    tensor = &tensors_[id];
+    if (data == nullptr && !tensor->chunks.empty()) return InvalidArgument("push_pull of '" + tensor->name + "' with no data");
+    round = tensor->rounds++;
     std::vector<uint64_t> offsets, lengths;
-    for (const auto& c : tensor.chunks) {
+    for (const auto& c : tensor->chunks) {
       offsets.push_back(c.offset_bytes());
       lengths.push_back(c.length_bytes());
     }
-    op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths);
-    // Registered and admitted under one lock, so an abort (FailAll) either
-    // sees every chunk of this operation or none of them.
-    for (size_t i = 0; i < tensor.chunks.size(); ++i) {
-      const proto::ChunkPlacement& c = tensor.chunks[i];
+    op = std::make_shared<Operation>(tensor->name, static_cast<uint8_t*>(data), offsets, lengths);
+    for (size_t i = 0; i < tensor->chunks.size(); ++i) {
       const uint64_t request = next_request_++;
-      in_flight_[request] = InFlight{op, i, c.server_id(), c.length_bytes()};
-      Message m = MakeMessage(proto::PUSH, client_.my_id());
-      m.header.set_key(c.key());
-      m.header.set_round(round);
-      m.header.set_dtype(DTypeToWire(tensor.dtype));
-      m.header.set_byte_length(c.length_bytes());
-      m.header.set_request_id(request);
-      m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH | (average ? proto::FLAG_AVERAGE : 0));
-      m.payloads.push_back(op->SendView(i));
-      window_.Admit(CreditWindow::Push{c.server_id(), std::move(m), c.length_bytes()}, &go);
+      in_flight_[request] = InFlight{op, i, tensor->chunks[i].server_id()};
+      requests.push_back(request);
     }
     std::erase_if(ops_, [](const auto& w) { return w.expired(); });
     ops_.push_back(op);
   }
-  SendPushes(std::move(go));
-  return op;
-}
-
-void Worker::SendPushes(std::vector<CreditWindow::Push> pushes) {
-  while (!pushes.empty()) {
-    std::vector<CreditWindow::Push> freed;
-    for (CreditWindow::Push& p : pushes) {
-      const uint64_t request = p.message.header.request_id();
-      Status st = endpoint_->Send(p.server, std::move(p.message), DefaultDeadline());
-      if (st.ok()) continue;
-      std::shared_ptr<Operation> op;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = in_flight_.find(request);
-        if (it == in_flight_.end()) continue;  // already failed by an abort, which emptied the window
-        op = std::move(it->second.op);
-        in_flight_.erase(it);
-        window_.Release(p.bytes, &freed);
-      }
-      op->Fail(st.WithContext("pushing tensor '" + op->tensor_name() + "' to " + client_.Describe(p.server)));
+  // Chunks and their placement never change after Declare: safe to read unlocked.
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const proto::ChunkPlacement& c = tensor->chunks[i];
+    Message m = MakeMessage(proto::PUSH, client_.my_id());
+    m.header.set_key(c.key());
+    m.header.set_round(round);
+    m.header.set_dtype(DTypeToWire(tensor->dtype));
+    m.header.set_byte_length(c.length_bytes());
+    m.header.set_request_id(requests[i]);
+    m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH | (average ? proto::FLAG_AVERAGE : 0));
+    m.payloads.push_back(op->SendView(i));
+    Status st = endpoint_->Send(c.server_id(), std::move(m), DefaultDeadline());
+    if (!st.ok()) {
+      op->Fail(st.WithContext("pushing tensor '" + tensor->name + "' to " + client_.Describe(c.server_id())));
+      break;
     }
-    pushes = std::move(freed);
   }
+  return op;
 }
 
 Status Worker::Broadcast(TensorId id, void* data, int root) {
@@ -254,7 +238,6 @@ void Worker::OnMessage(Message&& m) {
     return;
   }
   InFlight entry;
-  std::vector<CreditWindow::Push> freed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(m.header.request_id());
@@ -265,9 +248,7 @@ void Worker::OnMessage(Message&& m) {
     }
     entry = std::move(it->second);
     in_flight_.erase(it);
-    window_.Release(entry.bytes, &freed);
   }
-  SendPushes(std::move(freed));  // first: the link gets busy again while this reply is copied in
   if (op == proto::ERROR) {
     entry.op->Fail(Internal(client_.Describe(entry.server) + " rejected chunk " + std::to_string(entry.chunk) +
                             " of tensor '" + entry.op->tensor_name() + "': " + m.header.error().message()));
@@ -282,11 +263,9 @@ void Worker::OnMessage(Message&& m) {
 
 void Worker::FailAll(const Status& status) {
   std::unordered_map<uint64_t, InFlight> failed;
-  std::deque<CreditWindow::Push> unsent;  // dropped unlocked: dropping a push reports its release
   {
     std::lock_guard<std::mutex> lock(mu_);
     failed.swap(in_flight_);
-    unsent = window_.TakeWaiting();
   }
   for (auto& [request, entry] : failed) entry.op->Fail(status);
 }

@@ -31,7 +31,6 @@
 #include "scheduler/client.h"
 #include "transport/shm/shm_endpoint.h"
 #include "transport/transport.h"
-#include "worker/credit_window.h"
 #include "worker/operation.h"
 
 namespace syncline {
@@ -90,7 +89,6 @@ class Worker {
     std::shared_ptr<Operation> op;
     size_t chunk;
     int32_t server;
-    uint64_t bytes = 0;  // the push's payload, charged to the credit window once sent
   };
 
   Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address);
@@ -100,9 +98,6 @@ class Worker {
   Status Start(const std::string& listen_address);
   void OnMessage(Message&& m);
   void FailAll(const Status& status);
-  // Sends pushes the credit window let go; a push that cannot be sent fails
-  // its operation and frees its credit for the pushes waiting behind it.
-  void SendPushes(std::vector<CreditWindow::Push> pushes);
 
   const Settings settings_;
   ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
@@ -115,7 +110,6 @@ class Worker {
   std::vector<Tensor> tensors_;                          // GUARDED_BY(mu_), index = TensorId
   std::map<std::string, TensorId> by_name_;              // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, InFlight> in_flight_;     // GUARDED_BY(mu_), by request id
-  CreditWindow window_;                                  // GUARDED_BY(mu_): settings_.scheduling_credit
   std::vector<std::weak_ptr<Operation>> ops_;            // GUARDED_BY(mu_), to wait for at shutdown
   std::optional<Status> shutdown_;                       // GUARDED_BY(mu_)
   std::thread closer_;                                   // GUARDED_BY(mu_): closes the endpoint after an abort

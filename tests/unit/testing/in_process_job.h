@@ -32,7 +32,6 @@ class InProcessJob {
     int request_timeout_ms = 20000;
     int external_workers = 0;  // of `workers`, how many the test starts itself
     bool shm = false;          // payloads through shared memory (all nodes share this process)
-    uint64_t scheduling_credit = 0;  // the workers' credit window in bytes (0: none)
   };
 
   explicit InProcessJob(Options options) : options_(std::move(options)) {}
@@ -57,7 +56,6 @@ class InProcessJob {
     s.startup_timeout_ms = 20000;
     s.job_token = "test-token";
     s.shm = options_.shm;
-    s.scheduling_credit = options_.scheduling_credit;
     s.server_threads = 2;
     s.sum_threads = 1;
     s.transport = options_.transport == "loopback" ? "tcp" : options_.transport;

@@ -134,18 +134,6 @@ TEST_P(WorkerJobTest, OneWorkerGetsItsOwnPushBack) {
   }
 }
 
-// A credit window smaller than a tensor: its chunks go a few at a time as
-// replies free credit (one chunk alone when a chunk is bigger than the
-// credit), and every sum still comes out exact.
-TEST_P(WorkerJobTest, ACreditWindowKeepsSumsExact) {
-  for (uint64_t credit : {uint64_t{8192}, uint64_t{100}}) {
-    SCOPED_TRACE("credit " + std::to_string(credit));
-    InProcessJob::Options o = OptionsFromParam();
-    o.scheduling_credit = credit;
-    ExpectExactSums(o, GetParam());
-  }
-}
-
 TEST_P(WorkerJobTest, AverageAndBroadcast) {
   InProcessJob::Options o = OptionsFromParam();
   o.workers = 2;  // dividing by 2 is exact
