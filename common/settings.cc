@@ -184,10 +184,13 @@ Result<Settings> Settings::FromEnvironment(const Environment& env, std::vector<s
   for (const auto& [name, value] : env) {
     if (known.count(name)) continue;
     if (StartsWith(name, "SYNCLINE_"))
-      return InvalidArgument("unknown setting " + name + " (see docs/configuration.md for the list)");
+      return InvalidArgument("unknown setting " + name + " (see the settings table in README.md for the list)");
     if (warnings && (StartsWith(name, "BYTEPS_") || StartsWith(name, "DMLC_")))
       warnings->push_back(name + " is a BytePS/ps-lite setting Syncline does not use; ignored");
   }
+  if (warnings && s.scheduling_credit != 0)
+    warnings->push_back("SYNCLINE_SCHEDULING_CREDIT / BYTEPS_SCHEDULING_CREDIT is accepted but not enforced yet: "
+                        "a worker keeps all of its pushes in flight");
   SYNCLINE_RETURN_IF_ERROR(s.Validate());
   return s;
 }

@@ -92,8 +92,12 @@ struct Settings {
   // SYNCLINE_SUM_THREADS | BYTEPS_OMP_THREAD_PER_GPU. Threads a single large
   // summation may be split over (oneTBB); 0 = number of cores.
   int sum_threads = 0;
-  // SYNCLINE_SCHEDULING_CREDIT | BYTEPS_SCHEDULING_CREDIT. Bytes a worker may
-  // have in flight (pushed, not yet pulled) across all chunks; 0 = unlimited.
+  // SYNCLINE_SCHEDULING_CREDIT | BYTEPS_SCHEDULING_CREDIT. Meant as the bytes
+  // a worker may have in flight (pushed, not yet pulled); 0 = unlimited.
+  // Parsed for BytePS compatibility but NOT enforced yet (FromEnvironment
+  // warns when it is set): a credit released by the summed reply can deadlock
+  // workers that issue tensors in different orders, so it needs the push's
+  // own acknowledgement to release it (see docs/decisions.md).
   uint64_t scheduling_credit = 0;
   // SYNCLINE_LOG_LEVEL | BYTEPS_LOG_LEVEL. trace, debug, info, warn, error, off.
   std::string log_level = "info";

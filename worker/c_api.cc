@@ -1,6 +1,7 @@
 #include "worker/c_api.h"
 
 #include <string>
+#include <vector>
 
 #include "common/logging.h"
 #include "worker/worker.h"
@@ -28,10 +29,12 @@ const char* syncline_last_error(void) { return last_error.c_str(); }
 
 int syncline_init(syncline_worker** out) {
   if (out == nullptr) return Report(syncline::InvalidArgument("syncline_init: out is null"));
-  auto settings = syncline::Settings::FromEnvironment(syncline::ProcessEnvironment());
+  std::vector<std::string> warnings;
+  auto settings = syncline::Settings::FromEnvironment(syncline::ProcessEnvironment(), &warnings);
   if (!settings.ok()) return Report(settings.status());
   syncline::InitLogging("worker" + (settings->worker_rank >= 0 ? " " + std::to_string(settings->worker_rank) : ""),
                         settings->log_level);
+  for (const auto& w : warnings) SYNCLINE_LOG_WARN("{}", w);
   auto worker = syncline::Worker::Create(*settings);
   if (!worker.ok()) return Report(worker.status());
   *out = new syncline_worker{std::move(worker).value()};
