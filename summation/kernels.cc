@@ -164,52 +164,49 @@ void SumBf16Avx512Bf16(uint16_t* __restrict dst, const uint16_t* __restrict src,
 }
 #endif  // SYNCLINE_X86_SIMD
 
-struct F16Loops {
-  void (*sum)(uint16_t* __restrict, const uint16_t* __restrict, size_t);
-  void (*scale)(uint16_t* __restrict, size_t, float);
+// The 16-bit loops this CPU runs, chosen once by CPUID (or, without runtime
+// dispatch, by the compile flags). fp32/fp64 dispatch through their clones.
+struct Loops {
+  void (*f16_sum)(uint16_t* __restrict, const uint16_t* __restrict, size_t) = SumF16Portable;
+  void (*f16_scale)(uint16_t* __restrict, size_t, float) = ScaleF16Portable;
+  void (*bf16_sum)(uint16_t* __restrict, const uint16_t* __restrict, size_t) = SumBf16;
 };
 
-F16Loops ChooseF16Loops() {
+Loops ChooseLoops() {
+  Loops loops;
 #if defined(SYNCLINE_X86_SIMD) && !defined(SYNCLINE_NO_RUNTIME_DISPATCH)
   __builtin_cpu_init();
-  // Both loops give the same bits; only speed differs. On the AMD EPYC
+  // Both fp16 loops give the same bits; only speed differs. On the AMD EPYC
   // (Zen 4) of the development VM the 16-wide conversions are slower per
   // element than the 8-wide ones, and the AVX2 loop sums about 1.1x faster
   // than the AVX-512 one in cache (syncline-bench-summation measures both
   // widths). This picks AVX2 on every AMD CPU, Zen 5 (not measured) too;
   // other CPUs keep the AVX-512 loop.
   const bool wide_conversions_pay = !__builtin_cpu_is("amd");
-  if (__builtin_cpu_supports("avx512f") && wide_conversions_pay) return {SumF16Avx512, ScaleF16Avx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return {SumF16Avx2, ScaleF16Avx2};
-#elif defined(SYNCLINE_X86_SIMD) && defined(__AVX512F__)
-  return {SumF16Avx512, ScaleF16Avx512};
-#elif defined(SYNCLINE_X86_SIMD) && defined(__AVX2__) && defined(__F16C__)
-  return {SumF16Avx2, ScaleF16Avx2};
+  if (__builtin_cpu_supports("avx512f") && wide_conversions_pay) {
+    loops.f16_sum = SumF16Avx512, loops.f16_scale = ScaleF16Avx512;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+    loops.f16_sum = SumF16Avx2, loops.f16_scale = ScaleF16Avx2;
+  }
+  if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bf16"))
+    loops.bf16_sum = SumBf16Avx512Bf16;
+#elif defined(SYNCLINE_X86_SIMD)
+#if defined(__AVX512F__)
+  loops.f16_sum = SumF16Avx512, loops.f16_scale = ScaleF16Avx512;
+#elif defined(__AVX2__) && defined(__F16C__)
+  loops.f16_sum = SumF16Avx2, loops.f16_scale = ScaleF16Avx2;
 #endif
-  return {SumF16Portable, ScaleF16Portable};
-}
-
-const F16Loops& F16() {
-  static const F16Loops loops = ChooseF16Loops();  // thread-safe one-time init
+#if defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512BF16__)
+  loops.bf16_sum = SumBf16Avx512Bf16;
+#endif
+#endif
   return loops;
 }
 
-using SumBf16Loop = void (*)(uint16_t* __restrict, const uint16_t* __restrict, size_t);
-
-SumBf16Loop ChooseSumBf16() {
-#if defined(SYNCLINE_X86_SIMD) && !defined(SYNCLINE_NO_RUNTIME_DISPATCH)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bf16")) return SumBf16Avx512Bf16;
-#elif defined(SYNCLINE_X86_SIMD) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512BF16__)
-  return SumBf16Avx512Bf16;
-#endif
-  return SumBf16;
-}
-
-SumBf16Loop SumBf16Best() {
-  static const SumBf16Loop loop = ChooseSumBf16();
-  return loop;
+const Loops& Best() {
+  static const Loops loops = ChooseLoops();  // thread-safe one-time init
+  return loops;
 }
 
 }  // namespace
@@ -223,10 +220,10 @@ void SumInto(DType t, void* dst, const void* src, size_t num_elements) {
       SumF64(static_cast<double*>(dst), static_cast<const double*>(src), num_elements);
       return;
     case DType::kFloat16:
-      F16().sum(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), num_elements);
+      Best().f16_sum(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), num_elements);
       return;
     case DType::kBFloat16:
-      SumBf16Best()(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), num_elements);
+      Best().bf16_sum(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), num_elements);
       return;
   }
   // Not a DType enumerator: documented as a no-op (callers validate dtypes on receipt).
@@ -242,7 +239,7 @@ void Scale(DType t, void* data, size_t num_elements, double factor) {
       ScaleF64(static_cast<double*>(data), num_elements, factor);
       return;
     case DType::kFloat16:
-      F16().scale(static_cast<uint16_t*>(data), num_elements, f32);
+      Best().f16_scale(static_cast<uint16_t*>(data), num_elements, f32);
       return;
     case DType::kBFloat16:
       ScaleBf16(static_cast<uint16_t*>(data), num_elements, f32);
