@@ -51,6 +51,13 @@ void KeepFreedMemoryForReuse() {
 
 }  // namespace
 
+void InitNodeLogging(Role role, const Settings& settings, const std::vector<std::string>& warnings) {
+  std::string name = RoleName(role);
+  if (role == Role::kWorker && settings.worker_rank >= 0) name += " " + std::to_string(settings.worker_rank);
+  InitLogging(name, settings.log_level);
+  for (const auto& w : warnings) SYNCLINE_LOG_WARN("{}", w);
+}
+
 int RunNodeMain(Role role, const NodeBody& body) {
   KeepFreedMemoryForReuse();
   std::vector<std::string> warnings;
@@ -64,10 +71,7 @@ int RunNodeMain(Role role, const NodeBody& body) {
                  RoleName(settings->role));
     return 2;
   }
-  std::string name = RoleName(role);
-  if (role == Role::kWorker && settings->worker_rank >= 0) name += " " + std::to_string(settings->worker_rank);
-  InitLogging(name, settings->log_level);
-  for (const auto& w : warnings) SYNCLINE_LOG_WARN("{}", w);
+  InitNodeLogging(role, *settings, warnings);
 
   // Block the stop signals in every thread; one thread waits for them.
   sigset_t stop_signals;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/settings.h"
 
@@ -26,6 +27,10 @@ class SignalWatcher {
 };
 
 using NodeBody = std::function<Status(const Settings&, SignalWatcher&)>;
+
+// Sets up this process's logging for a node of `role` ("worker 3" once a
+// worker's rank is known) and logs the warnings Settings::FromEnvironment gave.
+void InitNodeLogging(Role role, const Settings& settings, const std::vector<std::string>& warnings);
 
 // `role`: the role the settings must name (checked), used in log prefixes.
 int RunNodeMain(Role role, const NodeBody& body);

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "common/logging.h"
+#include "common/node_main.h"
 #include "worker/worker.h"
 
 struct syncline_worker {
@@ -32,9 +32,7 @@ int syncline_init(syncline_worker** out) {
   std::vector<std::string> warnings;
   auto settings = syncline::Settings::FromEnvironment(syncline::ProcessEnvironment(), &warnings);
   if (!settings.ok()) return Report(settings.status());
-  syncline::InitLogging("worker" + (settings->worker_rank >= 0 ? " " + std::to_string(settings->worker_rank) : ""),
-                        settings->log_level);
-  for (const auto& w : warnings) SYNCLINE_LOG_WARN("{}", w);
+  syncline::InitNodeLogging(syncline::Role::kWorker, *settings, warnings);
   auto worker = syncline::Worker::Create(*settings);
   if (!worker.ok()) return Report(worker.status());
   *out = new syncline_worker{std::move(worker).value()};
