@@ -215,10 +215,11 @@ int Main(int argc, char** argv) {
       }
       // The fp16 sum's conversions alone (f16_ceiling.h), 8 and 16 per
       // instruction, per core: one thread only.
-      std::vector<void (*)(uint16_t*, const uint16_t*, size_t)> convert_loops;
-      if (threads == 1 && has_convert_only) convert_loops.push_back(ConvertOnlyF16);
-      if (threads == 1 && has_convert_only_x16) convert_loops.push_back(ConvertOnlyF16x16);
-      for (auto loop : convert_loops) {
+      // (halves per instruction, loop)
+      std::vector<std::pair<int, void (*)(uint16_t*, const uint16_t*, size_t)>> convert_loops;
+      if (threads == 1 && has_convert_only) convert_loops.emplace_back(8, ConvertOnlyF16);
+      if (threads == 1 && has_convert_only_x16) convert_loops.emplace_back(16, ConvertOnlyF16x16);
+      for (auto [width, loop] : convert_loops) {
         contenders.emplace_back(fill(DType::kFloat16), [&, loop, bytes] {
           loop(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(s), bytes / 2);
           Clobber(d);
@@ -229,8 +230,7 @@ int Main(int argc, char** argv) {
       for (size_t i = 0; i < std::size(dtypes); ++i)
         sums[{static_cast<int>(dtypes[i]), threads, bytes}] = GBps(3 * bytes, sec[2 + i]);
       for (size_t i = 0; i < convert_loops.size(); ++i)
-        f16_convert_only[{convert_loops[i] == ConvertOnlyF16 ? 8 : 16, bytes}] =
-            GBps(3 * bytes, sec[2 + std::size(dtypes) + i]);
+        f16_convert_only[{convert_loops[i].first, bytes}] = GBps(3 * bytes, sec[2 + std::size(dtypes) + i]);
     }
   }
 
