@@ -43,6 +43,7 @@ Outbox::Outbox(int fd, uint8_t* base, uint64_t total)
     layout_->released[i].store(0, std::memory_order_relaxed);
     free_slots_.push_back(SegmentLayout::kSlots - 1 - i);
   }
+  layout_->ring.Init();
 }
 
 Outbox::~Outbox() {
@@ -83,6 +84,15 @@ std::optional<Outbox::Placement> Outbox::Place(size_t bytes) {
   live_.push_back({slot, at, length});
   head_ = at + length;
   return Placement{slot, SegmentLayout::kDataOffset + at, base_ + SegmentLayout::kDataOffset + at};
+}
+
+void Outbox::Unplace(uint32_t slot) {
+  if (slot < SegmentLayout::kSlots) layout_->released[slot].store(1, std::memory_order_release);
+}
+
+bool Outbox::PostHeader(std::string_view record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return layout_->ring.Post(record);
 }
 
 Result<std::shared_ptr<PeerSegment>> PeerSegment::Open(int32_t pid, int32_t fd, uint64_t segment_bytes) {

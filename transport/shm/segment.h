@@ -6,6 +6,9 @@
 // release flag (in the segment) the receiver sets when it is done reading.
 // The sender reclaims space in placement order.
 //
+// Each segment also holds a HeaderRing: once the receiver polls it, the
+// sender passes it the headers too, not only the payloads.
+//
 // PeerSegment: the receiver's mapping of a sender's outbox, opened through
 // /proc/<pid>/fd/<fd>.
 //
@@ -19,9 +22,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "transport/shm/header_ring.h"
 
 namespace syncline {
 
@@ -32,6 +37,7 @@ struct SegmentLayout {
   uint64_t magic;
   uint64_t total_bytes;
   std::atomic<uint32_t> released[kSlots];  // 1: the receiver is done with the slot's bytes
+  HeaderRing ring;
 };
 static_assert(sizeof(SegmentLayout) <= SegmentLayout::kDataOffset);
 
@@ -49,6 +55,13 @@ class Outbox {
 
   // Room for `bytes` contiguous bytes, or nothing if the ring is full now.
   std::optional<Placement> Place(size_t bytes);
+  // Gives a placement back unused (as the receiver's release would).
+  void Unplace(uint32_t slot);
+  // Passes a header to the peer through the segment's ring; false if the
+  // ring is full now.
+  bool PostHeader(std::string_view record);
+  // True once the peer polls this segment's ring.
+  bool ring_attached() const { return layout_->ring.attached(); }
   int fd() const { return fd_; }
   uint64_t segment_bytes() const { return total_; }
 
@@ -82,6 +95,8 @@ class PeerSegment {
   Result<const uint8_t*> At(uint64_t offset, uint64_t length) const;
   // Tells the sender the slot's bytes may be reused.
   void Release(uint32_t slot) const;
+  // The sender's ring of headers for this receiver.
+  HeaderRing& ring() const { return reinterpret_cast<SegmentLayout*>(base_)->ring; }
 
  private:
   PeerSegment(uint8_t* base, uint64_t total) : base_(base), total_(total) {}

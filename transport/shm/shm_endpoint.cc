@@ -2,17 +2,50 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "common/logging.h"
 #include "transport/wire.h"
 
 namespace syncline {
+namespace {
+
+// How long a ring message waits for the socket messages sent before it.
+constexpr auto kSocketOrderWait = std::chrono::seconds(10);
+// A poller's sleep between looks at the closed flag.
+constexpr int kPollerWaitMs = 50;
+// Send's pause while a full outbox or ring drains.
+constexpr auto kFullPause = std::chrono::microseconds(50);
+
+void Pause() { std::this_thread::sleep_for(kFullPause); }
+
+// Points `ref` at `box` and copies the payload frames of `message` into a
+// placement; false if the outbox has no room now.
+bool PlacePayloads(Outbox& box, uint64_t bytes, Message& message, proto::ShmRef* ref) {
+  auto placement = box.Place(bytes);
+  if (!placement) return false;
+  ref->set_pid(getpid());
+  ref->set_fd(box.fd());
+  ref->set_segment_bytes(box.segment_bytes());
+  ref->set_slot(placement->slot);
+  ref->set_offset(placement->offset);
+  uint8_t* out = placement->data;
+  for (const Buffer& b : message.payloads) {
+    std::memcpy(out, b.data(), b.size());
+    out += b.size();
+    ref->add_frame_lengths(b.size());
+  }
+  message.payloads.clear();  // releases the caller's memory now: the bytes are in the segment
+  return true;
+}
+
+}  // namespace
 
 ShmEndpoint::ShmEndpoint(std::unique_ptr<Endpoint> inner, ShmOptions options)
     : inner_(std::move(inner)), options_(options) {}
 
-ShmEndpoint::~ShmEndpoint() { inner_->Close(); }
+ShmEndpoint::~ShmEndpoint() { Close(); }
 
 void ShmEndpoint::MarkColocated(PeerId peer, int32_t pid) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -21,7 +54,19 @@ void ShmEndpoint::MarkColocated(PeerId peer, int32_t pid) {
 
 Result<std::string> ShmEndpoint::Listen(const std::string& address, Receiver receiver) {
   receiver_ = std::move(receiver);
-  return inner_->Listen(address, [this](Message&& m) { OnMessage(std::move(m)); });
+  return inner_->Listen(address, [this](Message&& m) { OnSocketMessage(std::move(m)); });
+}
+
+void ShmEndpoint::Close() {
+  inner_->Close();  // no socket message, and so no new poller, after this
+  if (closed_.exchange(true)) return;
+  std::vector<std::thread> pollers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pollers.swap(pollers_);
+  }
+  socket_received_cv_.notify_all();
+  for (std::thread& t : pollers) t.join();
 }
 
 Outbox* ShmEndpoint::OutboxFor(PeerId peer) {
@@ -41,71 +86,136 @@ Outbox* ShmEndpoint::OutboxFor(PeerId peer) {
 }
 
 Status ShmEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
-  const uint64_t bytes = PayloadBytes(message);
-  if (bytes < options_.min_bytes) return inner_->Send(peer, std::move(message), deadline);
   Outbox* box = OutboxFor(peer);
-  if (box == nullptr) return inner_->Send(peer, std::move(message), deadline);
-  auto placement = box->Place(bytes);
-  if (!placement) {
+  if (box != nullptr && box->ring_attached()) return SendThroughRing(peer, *box, std::move(message), deadline);
+  const uint64_t bytes = PayloadBytes(message);
+  if (box == nullptr || bytes < options_.min_bytes) return SendThroughSocket(peer, std::move(message), deadline);
+  if (!PlacePayloads(*box, bytes, message, message.header.mutable_shm())) {
+    message.header.clear_shm();
     std::lock_guard<std::mutex> lock(mu_);
     ++shm_stats_.fallbacks;
-    return inner_->Send(peer, std::move(message), deadline);
-  }
-  proto::ShmRef* ref = message.header.mutable_shm();
-  ref->set_pid(getpid());
-  ref->set_fd(box->fd());
-  ref->set_segment_bytes(box->segment_bytes());
-  ref->set_slot(placement->slot);
-  ref->set_offset(placement->offset);
-  uint8_t* out = placement->data;
-  for (const Buffer& b : message.payloads) {
-    std::memcpy(out, b.data(), b.size());
-    out += b.size();
-    ref->add_frame_lengths(b.size());
-  }
-  message.payloads.clear();  // releases the caller's memory now: the bytes are in the segment
-  {
+  } else {
     std::lock_guard<std::mutex> lock(mu_);
     ++shm_stats_.messages_sent;
   }
-  return inner_->Send(peer, std::move(message), deadline);
+  const bool placed = message.header.has_shm();
+  const uint32_t slot = message.header.shm().slot();
+  Status sent = SendThroughSocket(peer, std::move(message), deadline);
+  if (!sent.ok() && placed) box->Unplace(slot);  // the receiver will never release it
+  return sent;
 }
 
-void ShmEndpoint::OnMessage(Message&& m) {
-  if (!m.header.has_shm()) return receiver_(std::move(m));
-  const proto::ShmRef ref = m.header.shm();
-  std::shared_ptr<PeerSegment> segment;
-  Status problem;
+Status ShmEndpoint::SendThroughSocket(PeerId peer, Message message, Deadline deadline) {
+  Status sent = inner_->Send(peer, std::move(message), deadline);
+  if (sent.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++socket_sent_[peer];
+  }
+  return sent;
+}
+
+Status ShmEndpoint::SendThroughRing(PeerId peer, Outbox& box, Message message, Deadline deadline) {
+  // The ShmRef adds a few bytes per frame to the header; refuse what cannot fit before placing anything.
+  if (message.header.ByteSizeLong() + 64 + 11 * message.payloads.size() > HeaderRing::kMaxRecordBytes)
+    return InvalidArgument("a header of " + std::to_string(message.header.ByteSizeLong()) +
+                           " bytes is too large for the shared-memory ring to peer " + std::to_string(peer));
+  const uint64_t bytes = PayloadBytes(message);
+  const bool has_payload = !message.payloads.empty();
+  proto::ShmRef* ref = message.header.mutable_shm();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // A sender may use shared memory before this side has read the address
-    // book and marked it; the segment's own checks (it opens, has the magic
-    // and the size) are what make it acceptable. Once marked, the pid must match.
-    auto peer = colocated_.find(m.header.sender());
-    if (peer != colocated_.end() && peer->second != ref.pid()) {
-      problem = InvalidArgument("shared-memory message from node " + std::to_string(m.header.sender()) +
-                                " names pid " + std::to_string(ref.pid()) + ", not its own " +
-                                std::to_string(peer->second));
-    } else {
-      auto& slot = mapped_[{ref.pid(), ref.fd()}];
-      if (!slot) {
-        auto opened = PeerSegment::Open(ref.pid(), ref.fd(), ref.segment_bytes());
-        if (opened.ok()) slot = std::move(opened).value();
-        else problem = opened.status();
-      }
-      segment = slot;
-      if (!segment) mapped_.erase({ref.pid(), ref.fd()});
+    ref->set_socket_messages_before(socket_sent_[peer]);
+  }
+  if (has_payload) {
+    while (!PlacePayloads(box, bytes, message, ref)) {
+      if (deadline.Expired())
+        return DeadlineExceeded("the shared-memory outbox to peer " + std::to_string(peer) + " stayed full");
+      Pause();
+    }
+  } else {
+    ref->set_pid(getpid());
+    ref->set_fd(box.fd());
+    ref->set_segment_bytes(box.segment_bytes());
+  }
+  const std::string record = EncodeHeader(message.header);
+  while (!box.PostHeader(record)) {
+    if (deadline.Expired()) {
+      if (has_payload) box.Unplace(ref->slot());
+      return DeadlineExceeded("the shared-memory header ring to peer " + std::to_string(peer) + " stayed full");
+    }
+    Pause();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++shm_stats_.ring_messages_sent;
+    if (has_payload) ++shm_stats_.messages_sent;
+  }
+  std::lock_guard<std::mutex> lock(ring_stats_mu_);
+  ++ring_stats_.messages_sent;
+  ring_stats_.payload_bytes_sent += bytes;
+  return Status::Ok();
+}
+
+void ShmEndpoint::OnSocketMessage(Message&& m) {
+  const PeerId sender = m.header.sender();
+  DeliverFromSocket(std::move(m));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++socket_received_[sender];
+  }
+  socket_received_cv_.notify_all();
+}
+
+void ShmEndpoint::DeliverFromSocket(Message&& m) {
+  if (!m.header.has_shm()) return receiver_(std::move(m));
+  Result<std::shared_ptr<PeerSegment>> segment = SegmentFor(m);
+  Status attached = segment.ok() ? AttachPayloads(m, *segment) : segment.status();
+  if (!attached.ok()) return Reject(attached.message());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++shm_stats_.messages_received;
+  }
+  receiver_(std::move(m));
+}
+
+Result<std::shared_ptr<PeerSegment>> ShmEndpoint::SegmentFor(const Message& m) {
+  const proto::ShmRef& ref = m.header.shm();
+  const PeerId sender = m.header.sender();
+  std::lock_guard<std::mutex> lock(mu_);
+  // A sender may use shared memory before this side has read the address
+  // book and marked it; the segment's own checks (it opens, has the magic
+  // and the size) are what make it acceptable. Once marked, the pid must match.
+  auto peer = colocated_.find(sender);
+  if (peer != colocated_.end() && peer->second != ref.pid())
+    return InvalidArgument("shared-memory message from node " + std::to_string(sender) + " names pid " +
+                           std::to_string(ref.pid()) + ", not its own " + std::to_string(peer->second));
+  auto& slot = mapped_[{ref.pid(), ref.fd()}];
+  if (!slot) {
+    auto opened = PeerSegment::Open(ref.pid(), ref.fd(), ref.segment_bytes());
+    if (!opened.ok()) {
+      mapped_.erase({ref.pid(), ref.fd()});
+      return opened.status();
+    }
+    slot = std::move(opened).value();
+    if (!closed_.load()) {
+      // From now on the sender may pass this node whole messages through the segment's ring.
+      pollers_.emplace_back([this, segment = slot, sender, pid = ref.pid()] { Poll(segment, sender, pid); });
+      slot->ring().Attach();
     }
   }
+  return slot;
+}
+
+Status ShmEndpoint::AttachPayloads(Message& m, const std::shared_ptr<PeerSegment>& segment) {
+  const proto::ShmRef ref = m.header.shm();
+  m.header.clear_shm();
+  if (ref.frame_lengths_size() == 0) return Status::Ok();  // a ring message without payload
   uint64_t total = 0;
   for (uint64_t l : ref.frame_lengths()) total += l;
-  Result<const uint8_t*> base = problem.ok() && segment ? segment->At(ref.offset(), total) : Result<const uint8_t*>(problem);
+  Result<const uint8_t*> base = segment->At(ref.offset(), total);
   if (!base.ok()) {
-    if (segment) segment->Release(ref.slot());  // never leave the sender's ring stuck
-    std::lock_guard<std::mutex> lock(mu_);
-    ++rejected_;
-    SYNCLINE_LOG_WARN("dropping a shared-memory message: {}", base.status().message());
-    return;
+    segment->Release(ref.slot());  // never leave the sender's ring stuck
+    return base.status();
   }
   // One owner for all frames: the region is released when the last frame's Buffer drops.
   const uint32_t slot = ref.slot();
@@ -115,17 +225,76 @@ void ShmEndpoint::OnMessage(Message&& m) {
     m.payloads.emplace_back(at, l, owner);
     at += l;
   }
-  owner.reset();
-  m.header.clear_shm();
+  return Status::Ok();
+}
+
+void ShmEndpoint::Poll(std::shared_ptr<PeerSegment> segment, PeerId sender, int32_t pid) {
+  HeaderRing& ring = segment->ring();
+  const std::string where = "shared memory of node " + std::to_string(sender);
+  std::string record;
+  while (!closed_.load()) {
+    const HeaderRing::Take took = ring.Next(&record);
+    if (took == HeaderRing::Take::kEmpty) {
+      ring.Wait(kPollerWaitMs);
+      continue;
+    }
+    if (took == HeaderRing::Take::kCorrupt) {
+      Reject("the header ring in the " + where + " is corrupt; no longer reading it");
+      return;
+    }
+    auto admitted = AdmitReceived(DecodeMessage(record.data(), record.size(), {}), ring_stats_mu_, ring_stats_, where);
+    if (!admitted) continue;
+    Message m = std::move(*admitted);
+    const proto::ShmRef& ref = m.header.shm();
+    if (m.header.sender() != sender || !m.header.has_shm() || ref.pid() != pid) {
+      if (m.header.has_shm() && ref.frame_lengths_size() > 0) segment->Release(ref.slot());
+      Reject("a message in the " + where + " claims to come from node " + std::to_string(m.header.sender()) +
+             ", pid " + std::to_string(ref.pid()));
+      continue;
+    }
+    AwaitSocketMessages(sender, ref.socket_messages_before());
+    if (closed_.load()) return;
+    if (Status attached = AttachPayloads(m, segment); !attached.ok()) {
+      Reject(attached.message());
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++shm_stats_.ring_messages_received;
+      if (!m.payloads.empty()) ++shm_stats_.messages_received;
+    }
+    receiver_(std::move(m));
+  }
+}
+
+void ShmEndpoint::AwaitSocketMessages(PeerId sender, uint64_t count) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool arrived = socket_received_cv_.wait_for(
+      lock, kSocketOrderWait, [&] { return closed_.load() || socket_received_[sender] >= count; });
+  if (!arrived)
+    SYNCLINE_LOG_WARN("node {} sent {} messages through the socket before one through shared memory, {} arrived "
+                      "within {} s; delivering the later one anyway",
+                      sender, count, socket_received_[sender], kSocketOrderWait.count());
+}
+
+void ShmEndpoint::Reject(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++shm_stats_.messages_received;
+    ++rejected_;
   }
-  receiver_(std::move(m));
+  SYNCLINE_LOG_WARN("dropping a shared-memory message: {}", why);
 }
 
 EndpointStats ShmEndpoint::stats() const {
   EndpointStats s = inner_->stats();
+  {
+    std::lock_guard<std::mutex> lock(ring_stats_mu_);
+    s.messages_sent += ring_stats_.messages_sent;
+    s.messages_received += ring_stats_.messages_received;
+    s.messages_rejected += ring_stats_.messages_rejected;
+    s.payload_bytes_sent += ring_stats_.payload_bytes_sent;
+    s.payload_bytes_received += ring_stats_.payload_bytes_received;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   s.messages_rejected += rejected_;
   return s;

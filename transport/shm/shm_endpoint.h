@@ -1,18 +1,33 @@
-// ShmEndpoint: a forwarding wrapper that moves the payloads of messages
-// between colocated processes through shared memory, whatever transport
-// carries the headers. To a peer marked colocated, a message's payload frames
-// are copied into this process's outbox segment for that peer and the header
-// (sent as usual) says where they are; the receiving ShmEndpoint maps the
-// segment once and hands the Receiver Buffers that point into it, releasing
-// each region when the last Buffer drops. When an outbox is full, or for
-// peers not marked colocated, messages go through the inner transport as is.
+// ShmEndpoint: a forwarding wrapper that moves messages between colocated
+// processes through shared memory, whatever transport carries the rest. To a
+// peer marked colocated, a message's payload frames are copied into this
+// process's outbox segment for that peer and the header says where they are;
+// the receiving ShmEndpoint maps the segment once and hands the Receiver
+// Buffers that point into it, releasing each region when the last Buffer
+// drops.
 //
-// Thread-safety: as Endpoint; MarkColocated may be called at any time.
+// At first the headers go through the inner transport's socket. Once the
+// receiver has mapped the segment it polls the segment's header ring
+// (header_ring.h) on a thread of its own, and from then on the sender posts
+// every message for that peer there: no socket, no I/O threads, one futex
+// wake-up per message at most. Each ring message says how many messages went
+// through the socket before it, and the receiver delivers it only after
+// those, so the switch never reorders a peer's messages. A full outbox or
+// ring then makes Send wait (until its deadline) rather than reorder.
+// Before the switch, a full outbox sends the payload through the socket.
+//
+// Thread-safety: as Endpoint; MarkColocated may be called at any time. The
+// Receiver is called from the inner transport's thread and from one poller
+// thread per colocated sender, possibly at once.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
@@ -40,18 +55,32 @@ class ShmEndpoint : public Endpoint {
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
   Status Connect(PeerId peer, const std::string& address) override { return inner_->Connect(peer, address); }
   Status Send(PeerId peer, Message message, Deadline deadline) override;
-  void Close() override { inner_->Close(); }
+  void Close() override;
   EndpointStats stats() const override;
 
   struct ShmStats {
     uint64_t messages_sent = 0;      // payloads placed in shared memory
     uint64_t messages_received = 0;
     uint64_t fallbacks = 0;          // outbox full or unavailable: sent through the socket
+    uint64_t ring_messages_sent = 0;      // whole messages, header too, through a header ring
+    uint64_t ring_messages_received = 0;
   };
   ShmStats shm_stats() const;
 
  private:
-  void OnMessage(Message&& m);
+  Status SendThroughSocket(PeerId peer, Message message, Deadline deadline);
+  Status SendThroughRing(PeerId peer, Outbox& box, Message message, Deadline deadline);
+  void OnSocketMessage(Message&& m);
+  void DeliverFromSocket(Message&& m);
+  // The mapped segment a socket message's ShmRef names (opening it, and
+  // starting its poller, the first time), after checking the sender's pid.
+  Result<std::shared_ptr<PeerSegment>> SegmentFor(const Message& m);
+  // Replaces m's ShmRef by payload Buffers that point into `segment`.
+  Status AttachPayloads(Message& m, const std::shared_ptr<PeerSegment>& segment);
+  // The poller thread of one sender's header ring.
+  void Poll(std::shared_ptr<PeerSegment> segment, PeerId sender, int32_t pid);
+  void AwaitSocketMessages(PeerId sender, uint64_t count);
+  void Reject(const std::string& why);
   Outbox* OutboxFor(PeerId peer);
 
   std::unique_ptr<Endpoint> inner_;
@@ -63,6 +92,13 @@ class ShmEndpoint : public Endpoint {
   std::map<std::pair<int32_t, int32_t>, std::shared_ptr<PeerSegment>> mapped_;  // GUARDED_BY(mu_)
   ShmStats shm_stats_;                                               // GUARDED_BY(mu_)
   uint64_t rejected_ = 0;                                            // GUARDED_BY(mu_)
+  std::map<PeerId, uint64_t> socket_sent_;      // GUARDED_BY(mu_): messages through the inner transport
+  std::map<PeerId, uint64_t> socket_received_;  // GUARDED_BY(mu_): delivered from the inner transport
+  std::condition_variable socket_received_cv_;
+  std::vector<std::thread> pollers_;            // GUARDED_BY(mu_)
+  std::atomic<bool> closed_{false};
+  mutable std::mutex ring_stats_mu_;
+  EndpointStats ring_stats_;  // GUARDED_BY(ring_stats_mu_): traffic through the header rings
 };
 
 }  // namespace syncline

@@ -1,0 +1,204 @@
+// Shared memory between colocated processes: the header ring on its own, and
+// ShmEndpoint over the loopback transport (both ends in this process, which
+// opens its own segments through /proc/self like a peer would): payloads
+// through the segment, the switch of headers from the socket to the ring
+// without reordering, and what a full outbox does.
+#include "transport/shm/shm_endpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "tests/unit/transport/collector.h"
+#include "tests/unit/transport/messages.h"
+#include "transport/loopback/loopback_network.h"
+
+namespace syncline {
+namespace {
+
+using testing::Collector;
+using testing::Pattern;
+using testing::SameBytes;
+
+std::string Text(size_t n, char c) { return std::string(n, c); }
+
+TEST(HeaderRingTest, RecordsComeOutInOrderAcrossTheWrap) {
+  auto ring = std::make_unique<HeaderRing>();
+  ring->Init();
+  std::string got;
+  EXPECT_EQ(ring->Next(&got), HeaderRing::Take::kEmpty);
+  // Ten times the ring's size in records of every alignment, read as they go.
+  size_t posted = 0, taken = 0;
+  for (size_t i = 0; posted < 10 * HeaderRing::kBytes; ++i) {
+    const std::string record = Text(1 + i % 97 * 13, static_cast<char>('a' + i % 26));
+    ASSERT_TRUE(ring->Post(record));
+    posted += record.size();
+    ASSERT_EQ(ring->Next(&got), HeaderRing::Take::kRecord);
+    ASSERT_EQ(got, record) << "record " << i;
+    taken += got.size();
+  }
+  EXPECT_EQ(posted, taken);
+  EXPECT_EQ(ring->Next(&got), HeaderRing::Take::kEmpty);
+}
+
+TEST(HeaderRingTest, FullRingRefusesUntilTheReaderCatchesUp) {
+  auto ring = std::make_unique<HeaderRing>();
+  ring->Init();
+  const std::string record = Text(1000, 'x');
+  int accepted = 0;
+  while (ring->Post(record)) ++accepted;
+  EXPECT_EQ(accepted, static_cast<int>(HeaderRing::kBytes / 1008));  // 4-byte length, padded to 8
+  EXPECT_FALSE(ring->Post(Text(HeaderRing::kMaxRecordBytes + 1, 'y'))) << "larger than any record may be";
+  std::string got;
+  ASSERT_EQ(ring->Next(&got), HeaderRing::Take::kRecord);
+  EXPECT_TRUE(ring->Post(record));
+  for (int i = 0; i < accepted; ++i) ASSERT_EQ(ring->Next(&got), HeaderRing::Take::kRecord);
+  EXPECT_EQ(ring->Next(&got), HeaderRing::Take::kEmpty);
+}
+
+TEST(HeaderRingTest, AWaitingReaderWakesOnAPost) {
+  auto ring = std::make_unique<HeaderRing>();
+  ring->Init();
+  std::thread poster([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ring->Post("hello");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  std::string got;
+  while (ring->Next(&got) == HeaderRing::Take::kEmpty &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
+    ring->Wait(10000);
+  poster.join();
+  EXPECT_EQ(got, "hello");
+  // Woken by the post, not by the 10 s timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(9));
+}
+
+class ShmEndpointTest : public ::testing::Test {
+ protected:
+  // `b_receiver`, if given, is b's Receiver instead of b_in_'s.
+  void Start(ShmOptions options = {}, Endpoint::Receiver b_receiver = nullptr) {
+    a_ = std::make_unique<ShmEndpoint>(net_.CreateEndpoint(), options);
+    b_ = std::make_unique<ShmEndpoint>(net_.CreateEndpoint(), options);
+    ASSERT_TRUE(a_->Listen("loop://a", a_in_.receiver()).ok());
+    ASSERT_TRUE(b_->Listen("loop://b", b_receiver ? std::move(b_receiver) : b_in_.receiver()).ok());
+    ASSERT_TRUE(a_->Connect(2, "loop://b").ok());
+    ASSERT_TRUE(b_->Connect(1, "loop://a").ok());
+    a_->MarkColocated(2, getpid());
+    b_->MarkColocated(1, getpid());
+  }
+
+  static Message Numbered(uint64_t n, size_t bytes) {
+    Message m = testing::Push(n, {Pattern(bytes, static_cast<uint32_t>(n))});
+    m.header.set_request_id(n);
+    return m;
+  }
+
+  LoopbackNetwork net_;
+  Collector a_in_, b_in_;
+  std::unique_ptr<ShmEndpoint> a_, b_;
+};
+
+TEST_F(ShmEndpointTest, HeadersMoveToTheRingWithoutReorderingAnything) {
+  // b is slow with the first messages, which come through the socket, so
+  // that a has switched to the ring while they are still being delivered.
+  Endpoint::Receiver collect = b_in_.receiver();
+  Start({}, [collect](Message&& m) {
+    if (m.header.request_id() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    collect(std::move(m));
+  });
+  // Small messages go through the socket until the ring is in use, large
+  // ones through the segment; sent back to back, they must arrive in order
+  // and intact whichever way each went.
+  constexpr uint64_t kMessages = 400;
+  for (uint64_t n = 0; n < kMessages; ++n) {
+    const size_t bytes = n % 3 == 0 ? 64 * 1024 : 2 * (1 + n % 50);
+    ASSERT_TRUE(a_->Send(2, Numbered(n, bytes), Deadline::AfterMs(5000)).ok()) << n;
+  }
+  ASSERT_TRUE(b_in_.WaitFor(kMessages));
+  std::vector<Message> got = b_in_.TakeAll();
+  ASSERT_EQ(got.size(), kMessages);
+  for (uint64_t n = 0; n < kMessages; ++n) {
+    ASSERT_EQ(got[n].header.request_id(), n) << "message " << n << " arrived out of order";
+    ASSERT_EQ(got[n].payloads.size(), 1u);
+    const size_t bytes = n % 3 == 0 ? 64 * 1024 : 2 * (1 + n % 50);
+    EXPECT_TRUE(SameBytes(got[n].payloads[0], Pattern(bytes, static_cast<uint32_t>(n)))) << n;
+    EXPECT_FALSE(got[n].header.has_shm()) << "the receiver sees plain payload frames";
+  }
+  got.clear();
+  const ShmEndpoint::ShmStats sent = a_->shm_stats(), received = b_->shm_stats();
+  EXPECT_GT(sent.ring_messages_sent, kMessages / 2) << "once b maps a's segment, a should use its ring";
+  EXPECT_EQ(received.ring_messages_received, sent.ring_messages_sent);
+  EXPECT_EQ(b_->stats().messages_received, kMessages);
+  EXPECT_EQ(a_->stats().messages_sent, kMessages);
+  EXPECT_EQ(b_->stats().messages_rejected, 0u);
+}
+
+TEST_F(ShmEndpointTest, BothDirectionsSwitchAndHeaderOnlyMessagesFollow) {
+  Start();
+  for (uint64_t round = 0; round < 20; ++round) {
+    ASSERT_TRUE(a_->Send(2, Numbered(round, 8192), Deadline::AfterMs(5000)).ok());
+    ASSERT_TRUE(b_in_.WaitFor(round + 1));
+    Message ack = MakeMessage(proto::PULL, 2);  // no payload at all
+    ack.header.set_key(round);
+    ack.header.set_dtype(proto::FLOAT32);
+    ack.header.set_request_id(round);
+    ASSERT_TRUE(b_->Send(1, std::move(ack), Deadline::AfterMs(5000)).ok());
+    Message reply = Numbered(round, 4096);
+    reply.header.set_sender(2);
+    ASSERT_TRUE(b_->Send(1, std::move(reply), Deadline::AfterMs(5000)).ok());
+    ASSERT_TRUE(a_in_.WaitFor(2 * (round + 1)));
+  }
+  std::vector<Message> at_a = a_in_.TakeAll();
+  for (size_t i = 0; i < at_a.size(); ++i) {
+    EXPECT_EQ(at_a[i].header.request_id(), i / 2);
+    EXPECT_EQ(at_a[i].payloads.size(), i % 2 == 0 ? 0u : 1u);
+  }
+  EXPECT_GT(a_->shm_stats().ring_messages_sent, 0u);
+  EXPECT_GT(b_->shm_stats().ring_messages_sent, 0u);
+  EXPECT_EQ(a_->shm_stats().ring_messages_received, b_->shm_stats().ring_messages_sent);
+}
+
+TEST_F(ShmEndpointTest, AFullOutboxWaitsForItsDeadlineThenRecoversWhenTheReceiverLetsGo) {
+  ShmOptions options;
+  options.outbox_bytes = 1 << 20;
+  Start(options);
+  // The first message maps the segment; after it, everything goes through the ring.
+  ASSERT_TRUE(a_->Send(2, Numbered(0, 4096), Deadline::AfterMs(5000)).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  size_t sent_so_far = 1;
+  ASSERT_TRUE(testing::Eventually([&] {
+    sent_so_far += a_->Send(2, Numbered(1, 4096), Deadline::AfterMs(5000)).ok() ? 1 : 0;
+    return a_->shm_stats().ring_messages_sent > 0;
+  }));
+  // b's collector holds every payload, so the 1 MiB outbox fills up.
+  Status sent;
+  int accepted = 0;
+  while ((sent = a_->Send(2, Numbered(100 + accepted, 256 * 1024), Deadline::AfterMs(300))).ok()) ++accepted;
+  EXPECT_EQ(sent.code(), StatusCode::kDeadlineExceeded) << sent.ToString();
+  EXPECT_NE(sent.message().find("stayed full"), std::string::npos) << sent.message();
+  EXPECT_LE(accepted, 4);
+  ASSERT_TRUE(b_in_.WaitFor(sent_so_far + accepted));
+  b_in_.TakeAll();  // drops the Buffers: the regions go back to a
+  EXPECT_TRUE(a_->Send(2, Numbered(999, 256 * 1024), Deadline::AfterMs(5000)).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  EXPECT_EQ(b_in_.at(0).header.request_id(), 999u);
+}
+
+TEST_F(ShmEndpointTest, CloseStopsThePollersAndNothingIsDeliveredAfter) {
+  Start();
+  ASSERT_TRUE(a_->Send(2, Numbered(0, 8192), Deadline::AfterMs(5000)).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  b_->Close();
+  const size_t before = b_in_.size();
+  (void)a_->Send(2, Numbered(1, 8192), Deadline::AfterMs(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(b_in_.size(), before);
+  a_->Close();
+}
+
+}  // namespace
+}  // namespace syncline
