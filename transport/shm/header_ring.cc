@@ -26,8 +26,10 @@ long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
 void HeaderRing::Init() {
   reader_attached_.store(0);
   written_.store(0);
+  posted_.store(0);
   doorbell_.store(0);
   read_.store(0);
+  delivered_.store(0);
   reader_sleeping_.store(0);
 }
 
@@ -46,6 +48,7 @@ bool HeaderRing::Post(std::string_view record) {
   const auto length = static_cast<uint32_t>(record.size());
   put(w, &length, kLengthBytes);
   put(w + kLengthBytes, record.data(), record.size());
+  posted_.fetch_add(1, std::memory_order_release);
   written_.store(w + need, std::memory_order_seq_cst);
   doorbell_.fetch_add(1, std::memory_order_seq_cst);
   if (reader_sleeping_.load(std::memory_order_seq_cst) != 0) Futex(&doorbell_, FUTEX_WAKE, INT_MAX, nullptr);

@@ -32,21 +32,32 @@ class HeaderRing {
   // True once the consumer polls this ring (Attach); from then on the
   // producer sends this peer every message through the ring.
   bool attached() const { return reader_attached_.load(std::memory_order_acquire) != 0; }
+  // True when the consumer has delivered every record posted so far.
+  bool drained() const {
+    return delivered_.load(std::memory_order_acquire) == posted_.load(std::memory_order_acquire);
+  }
 
   // Consumer.
   void Attach() { reader_attached_.store(1, std::memory_order_release); }
+  // The consumer stops reading (it is closing): the producer goes back to the socket.
+  void Detach() { reader_attached_.store(0, std::memory_order_release); }
   enum class Take { kRecord, kEmpty, kCorrupt };
   // Moves the oldest record into `*record`. kCorrupt: the ring's indices or
   // a length make no sense; nothing more can be read from it.
   Take Next(std::string* record);
   // Sleeps until the producer posts or `timeout_ms` passes.
   void Wait(int timeout_ms);
+  // Called once the message of a record taken by Next has been handled
+  // (delivered or dropped).
+  void MarkDelivered() { delivered_.fetch_add(1, std::memory_order_release); }
 
  private:
   alignas(64) std::atomic<uint32_t> reader_attached_;
   alignas(64) std::atomic<uint64_t> written_;  // bytes ever posted (producer)
+  std::atomic<uint64_t> posted_;               // records ever posted (producer)
   std::atomic<uint32_t> doorbell_;             // futex word: bumped on every post
   alignas(64) std::atomic<uint64_t> read_;     // bytes ever consumed (consumer)
+  std::atomic<uint64_t> delivered_;            // records ever handled (consumer)
   std::atomic<uint32_t> reader_sleeping_;
   alignas(64) uint8_t bytes_[kBytes];
 };

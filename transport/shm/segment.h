@@ -62,6 +62,8 @@ class Outbox {
   bool PostHeader(std::string_view record);
   // True once the peer polls this segment's ring.
   bool ring_attached() const { return layout_->ring.attached(); }
+  // True when the peer has handled every header posted to the ring.
+  bool ring_drained() const { return layout_->ring.drained(); }
   int fd() const { return fd_; }
   uint64_t segment_bytes() const { return total_; }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -64,6 +65,7 @@ void ShmEndpoint::Close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pollers.swap(pollers_);
+    for (auto& [key, segment] : mapped_) segment->ring().Detach();  // senders go back to the socket
   }
   socket_received_cv_.notify_all();
   for (std::thread& t : pollers) t.join();
@@ -87,18 +89,31 @@ Outbox* ShmEndpoint::OutboxFor(PeerId peer) {
 
 Status ShmEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
   Outbox* box = OutboxFor(peer);
-  if (box != nullptr && box->ring_attached()) return SendThroughRing(peer, *box, std::move(message), deadline);
+  if (box == nullptr) return SendThroughSocket(peer, std::move(message), deadline);
+  const bool ring = box->ring_attached();
   const uint64_t bytes = PayloadBytes(message);
-  if (box == nullptr || bytes < options_.min_bytes) return SendThroughSocket(peer, std::move(message), deadline);
-  if (!PlacePayloads(*box, bytes, message, message.header.mutable_shm())) {
-    message.header.clear_shm();
+  const bool has_payload = !message.payloads.empty();
+  const bool wants_segment = has_payload && (ring || bytes >= options_.min_bytes);
+  const bool placed = wants_segment && PlacePayloads(*box, bytes, message, message.header.mutable_shm());
+  if (wants_segment) {
+    if (!placed) message.header.clear_shm();
     std::lock_guard<std::mutex> lock(mu_);
-    ++shm_stats_.fallbacks;
-  } else {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++shm_stats_.messages_sent;
+    ++(placed ? shm_stats_.messages_sent : shm_stats_.fallbacks);
   }
-  const bool placed = message.header.has_shm();
+  if (ring && (placed || !has_payload) && FitsTheRing(message)) return PostThroughRing(peer, *box, std::move(message), deadline);
+  if (ring) {
+    // The outbox has no room for the payload (or the header is too big for
+    // the ring): the socket takes it, once the peer has handled everything
+    // already in the ring, so that it overtakes nothing.
+    while (!box->ring_drained() && box->ring_attached()) {
+      if (deadline.Expired()) {
+        if (placed) box->Unplace(message.header.shm().slot());
+        return DeadlineExceeded("peer " + std::to_string(peer) +
+                                " did not handle the messages in its shared-memory ring in time");
+      }
+      Pause();
+    }
+  }
   const uint32_t slot = message.header.shm().slot();
   Status sent = SendThroughSocket(peer, std::move(message), deadline);
   if (!sent.ok() && placed) box->Unplace(slot);  // the receiver will never release it
@@ -114,29 +129,25 @@ Status ShmEndpoint::SendThroughSocket(PeerId peer, Message message, Deadline dea
   return sent;
 }
 
-Status ShmEndpoint::SendThroughRing(PeerId peer, Outbox& box, Message message, Deadline deadline) {
-  // The ShmRef adds a few bytes per frame to the header; refuse what cannot fit before placing anything.
-  if (message.header.ByteSizeLong() + 64 + 11 * message.payloads.size() > HeaderRing::kMaxRecordBytes)
-    return InvalidArgument("a header of " + std::to_string(message.header.ByteSizeLong()) +
-                           " bytes is too large for the shared-memory ring to peer " + std::to_string(peer));
-  const uint64_t bytes = PayloadBytes(message);
-  const bool has_payload = !message.payloads.empty();
+bool ShmEndpoint::FitsTheRing(const Message& message) {
+  // The ShmRef (below) adds a few bytes to a header without one.
+  return message.header.ByteSizeLong() + 64 <= HeaderRing::kMaxRecordBytes;
+}
+
+Status ShmEndpoint::PostThroughRing(PeerId peer, Outbox& box, Message message, Deadline deadline) {
   proto::ShmRef* ref = message.header.mutable_shm();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ref->set_socket_messages_before(socket_sent_[peer]);
-  }
-  if (has_payload) {
-    while (!PlacePayloads(box, bytes, message, ref)) {
-      if (deadline.Expired())
-        return DeadlineExceeded("the shared-memory outbox to peer " + std::to_string(peer) + " stayed full");
-      Pause();
-    }
-  } else {
+  const bool has_payload = ref->frame_lengths_size() > 0;
+  if (!has_payload) {
     ref->set_pid(getpid());
     ref->set_fd(box.fd());
     ref->set_segment_bytes(box.segment_bytes());
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ref->set_socket_messages_before(socket_sent_[peer]);
+  }
+  uint64_t bytes = 0;
+  for (uint64_t l : ref->frame_lengths()) bytes += l;
   const std::string record = EncodeHeader(message.header);
   while (!box.PostHeader(record)) {
     if (deadline.Expired()) {
@@ -148,7 +159,6 @@ Status ShmEndpoint::SendThroughRing(PeerId peer, Outbox& box, Message message, D
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++shm_stats_.ring_messages_sent;
-    if (has_payload) ++shm_stats_.messages_sent;
   }
   std::lock_guard<std::mutex> lock(ring_stats_mu_);
   ++ring_stats_.messages_sent;
@@ -242,35 +252,53 @@ void ShmEndpoint::Poll(std::shared_ptr<PeerSegment> segment, PeerId sender, int3
       Reject("the header ring in the " + where + " is corrupt; no longer reading it");
       return;
     }
-    auto admitted = AdmitReceived(DecodeMessage(record.data(), record.size(), {}), ring_stats_mu_, ring_stats_, where);
-    if (!admitted) continue;
-    Message m = std::move(*admitted);
-    const proto::ShmRef& ref = m.header.shm();
-    if (m.header.sender() != sender || !m.header.has_shm() || ref.pid() != pid) {
-      if (m.header.has_shm() && ref.frame_lengths_size() > 0) segment->Release(ref.slot());
-      Reject("a message in the " + where + " claims to come from node " + std::to_string(m.header.sender()) +
-             ", pid " + std::to_string(ref.pid()));
-      continue;
-    }
-    AwaitSocketMessages(sender, ref.socket_messages_before());
-    if (closed_.load()) return;
-    if (Status attached = AttachPayloads(m, segment); !attached.ok()) {
-      Reject(attached.message());
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++shm_stats_.ring_messages_received;
-      if (!m.payloads.empty()) ++shm_stats_.messages_received;
-    }
-    receiver_(std::move(m));
+    HandleRingRecord(record, segment, sender, pid, where);
+    ring.MarkDelivered();
   }
+}
+
+void ShmEndpoint::HandleRingRecord(const std::string& record, const std::shared_ptr<PeerSegment>& segment,
+                                   PeerId sender, int32_t pid, const std::string& where) {
+  // Whatever happens to a message with a payload, its region must go back to the sender.
+  const auto release_region = [&](const proto::Header& header) {
+    if (header.has_shm() && header.shm().frame_lengths_size() > 0) segment->Release(header.shm().slot());
+  };
+  auto admitted = AdmitReceived(DecodeMessage(record.data(), record.size(), {}), ring_stats_mu_, ring_stats_, where);
+  if (!admitted) {
+    proto::Header header;
+    if (header.ParseFromArray(record.data(), static_cast<int>(record.size()))) release_region(header);
+    return;
+  }
+  Message m = std::move(*admitted);
+  if (m.header.sender() != sender || !m.header.has_shm() || m.header.shm().pid() != pid) {
+    release_region(m.header);
+    return Reject("a message in the " + where + " claims to come from node " + std::to_string(m.header.sender()) +
+                  ", pid " + std::to_string(m.header.shm().pid()));
+  }
+  AwaitSocketMessages(sender, m.header.shm().socket_messages_before());
+  if (closed_.load()) return release_region(m.header);
+  if (Status attached = AttachPayloads(m, segment); !attached.ok()) return Reject(attached.message());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++shm_stats_.ring_messages_received;
+    if (!m.payloads.empty()) ++shm_stats_.messages_received;
+  }
+  {
+    std::lock_guard<std::mutex> lock(ring_stats_mu_);
+    ring_stats_.payload_bytes_received += PayloadBytes(m);
+  }
+  receiver_(std::move(m));
 }
 
 void ShmEndpoint::AwaitSocketMessages(PeerId sender, uint64_t count) {
   std::unique_lock<std::mutex> lock(mu_);
+  uint64_t& passed = order_passed_[sender];
+  if (count <= passed) return;
   const bool arrived = socket_received_cv_.wait_for(
       lock, kSocketOrderWait, [&] { return closed_.load() || socket_received_[sender] >= count; });
+  // Wait for a given count once: if some of those messages were lost on the
+  // socket, later ring messages (which name the same count) must not stall too.
+  passed = std::max(passed, count);
   if (!arrived)
     SYNCLINE_LOG_WARN("node {} sent {} messages through the socket before one through shared memory, {} arrived "
                       "within {} s; delivering the later one anyway",

@@ -12,9 +12,11 @@
 // every message for that peer there: no socket, no I/O threads, one futex
 // wake-up per message at most. Each ring message says how many messages went
 // through the socket before it, and the receiver delivers it only after
-// those, so the switch never reorders a peer's messages. A full outbox or
-// ring then makes Send wait (until its deadline) rather than reorder.
-// Before the switch, a full outbox sends the payload through the socket.
+// those, so the switch does not reorder a peer's messages (unless those
+// socket messages are lost or take longer than 10 s, which is logged). When
+// the outbox has no room for a payload, the message goes through the socket,
+// after the peer has handled everything already in the ring: nothing is
+// lost and nothing overtakes. A full ring makes Send wait until its deadline.
 //
 // Thread-safety: as Endpoint; MarkColocated may be called at any time. The
 // Receiver is called from the inner transport's thread and from one poller
@@ -69,7 +71,9 @@ class ShmEndpoint : public Endpoint {
 
  private:
   Status SendThroughSocket(PeerId peer, Message message, Deadline deadline);
-  Status SendThroughRing(PeerId peer, Outbox& box, Message message, Deadline deadline);
+  // Posts `message` (its payload, if any, already placed in `box`) to the peer's ring.
+  Status PostThroughRing(PeerId peer, Outbox& box, Message message, Deadline deadline);
+  static bool FitsTheRing(const Message& message);
   void OnSocketMessage(Message&& m);
   void DeliverFromSocket(Message&& m);
   // The mapped segment a socket message's ShmRef names (opening it, and
@@ -79,6 +83,8 @@ class ShmEndpoint : public Endpoint {
   Status AttachPayloads(Message& m, const std::shared_ptr<PeerSegment>& segment);
   // The poller thread of one sender's header ring.
   void Poll(std::shared_ptr<PeerSegment> segment, PeerId sender, int32_t pid);
+  void HandleRingRecord(const std::string& record, const std::shared_ptr<PeerSegment>& segment, PeerId sender,
+                        int32_t pid, const std::string& where);
   void AwaitSocketMessages(PeerId sender, uint64_t count);
   void Reject(const std::string& why);
   Outbox* OutboxFor(PeerId peer);
@@ -95,6 +101,7 @@ class ShmEndpoint : public Endpoint {
   std::map<PeerId, uint64_t> socket_sent_;      // GUARDED_BY(mu_): messages through the inner transport
   std::map<PeerId, uint64_t> socket_received_;  // GUARDED_BY(mu_): delivered from the inner transport
   std::condition_variable socket_received_cv_;
+  std::map<PeerId, uint64_t> order_passed_;     // GUARDED_BY(mu_): socket counts already waited for
   std::vector<std::thread> pollers_;            // GUARDED_BY(mu_)
   std::atomic<bool> closed_{false};
   mutable std::mutex ring_stats_mu_;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -114,9 +115,11 @@ TEST_F(ShmEndpointTest, HeadersMoveToTheRingWithoutReorderingAnything) {
   // ones through the segment; sent back to back, they must arrive in order
   // and intact whichever way each went.
   constexpr uint64_t kMessages = 400;
+  const auto size_of = [](uint64_t n) -> size_t { return n % 3 == 0 ? 64 * 1024 : 2 * (1 + n % 50); };
   for (uint64_t n = 0; n < kMessages; ++n) {
-    const size_t bytes = n % 3 == 0 ? 64 * 1024 : 2 * (1 + n % 50);
-    ASSERT_TRUE(a_->Send(2, Numbered(n, bytes), Deadline::AfterMs(5000)).ok()) << n;
+    ASSERT_TRUE(a_->Send(2, Numbered(n, size_of(n)), Deadline::AfterMs(5000)).ok()) << n;
+    // b maps a's segment on receiving message 0 (and then sleeps in its Receiver).
+    if (n == 1) ASSERT_TRUE(testing::Eventually([&] { return b_->shm_stats().messages_received > 0; }));
   }
   ASSERT_TRUE(b_in_.WaitFor(kMessages));
   std::vector<Message> got = b_in_.TakeAll();
@@ -124,13 +127,12 @@ TEST_F(ShmEndpointTest, HeadersMoveToTheRingWithoutReorderingAnything) {
   for (uint64_t n = 0; n < kMessages; ++n) {
     ASSERT_EQ(got[n].header.request_id(), n) << "message " << n << " arrived out of order";
     ASSERT_EQ(got[n].payloads.size(), 1u);
-    const size_t bytes = n % 3 == 0 ? 64 * 1024 : 2 * (1 + n % 50);
-    EXPECT_TRUE(SameBytes(got[n].payloads[0], Pattern(bytes, static_cast<uint32_t>(n)))) << n;
+    EXPECT_TRUE(SameBytes(got[n].payloads[0], Pattern(size_of(n), static_cast<uint32_t>(n)))) << n;
     EXPECT_FALSE(got[n].header.has_shm()) << "the receiver sees plain payload frames";
   }
   got.clear();
   const ShmEndpoint::ShmStats sent = a_->shm_stats(), received = b_->shm_stats();
-  EXPECT_GT(sent.ring_messages_sent, kMessages / 2) << "once b maps a's segment, a should use its ring";
+  EXPECT_GE(sent.ring_messages_sent, kMessages - 2) << "once b maps a's segment, a should use its ring";
   EXPECT_EQ(received.ring_messages_received, sent.ring_messages_sent);
   EXPECT_EQ(b_->stats().messages_received, kMessages);
   EXPECT_EQ(a_->stats().messages_sent, kMessages);
@@ -162,41 +164,85 @@ TEST_F(ShmEndpointTest, BothDirectionsSwitchAndHeaderOnlyMessagesFollow) {
   EXPECT_EQ(a_->shm_stats().ring_messages_received, b_->shm_stats().ring_messages_sent);
 }
 
-TEST_F(ShmEndpointTest, AFullOutboxWaitsForItsDeadlineThenRecoversWhenTheReceiverLetsGo) {
+// Sends `a` one message and a few more until a's ring is in use; returns how many.
+size_t SwitchToTheRing(ShmEndpoint& a, Collector& b_in) {
+  size_t sent = 0;
+  const bool switched = testing::Eventually([&] {
+    Message m = testing::Push(1, {Pattern(4096, 1)});
+    m.header.set_request_id(0);
+    sent += a.Send(2, std::move(m), Deadline::AfterMs(5000)).ok() ? 1 : 0;
+    return a.shm_stats().ring_messages_sent > 0;
+  });
+  EXPECT_TRUE(switched && b_in.WaitFor(sent));
+  return sent;
+}
+
+TEST_F(ShmEndpointTest, WithTheOutboxFullPayloadsTakeTheSocketInOrder) {
   ShmOptions options;
   options.outbox_bytes = 1 << 20;
   Start(options);
-  // The first message maps the segment; after it, everything goes through the ring.
-  ASSERT_TRUE(a_->Send(2, Numbered(0, 4096), Deadline::AfterMs(5000)).ok());
-  ASSERT_TRUE(b_in_.WaitFor(1));
-  size_t sent_so_far = 1;
-  ASSERT_TRUE(testing::Eventually([&] {
-    sent_so_far += a_->Send(2, Numbered(1, 4096), Deadline::AfterMs(5000)).ok() ? 1 : 0;
-    return a_->shm_stats().ring_messages_sent > 0;
-  }));
-  // b's collector holds every payload, so the 1 MiB outbox fills up.
-  Status sent;
-  int accepted = 0;
-  while ((sent = a_->Send(2, Numbered(100 + accepted, 256 * 1024), Deadline::AfterMs(300))).ok()) ++accepted;
-  EXPECT_EQ(sent.code(), StatusCode::kDeadlineExceeded) << sent.ToString();
-  EXPECT_NE(sent.message().find("stayed full"), std::string::npos) << sent.message();
-  EXPECT_LE(accepted, 4);
-  ASSERT_TRUE(b_in_.WaitFor(sent_so_far + accepted));
-  b_in_.TakeAll();  // drops the Buffers: the regions go back to a
-  EXPECT_TRUE(a_->Send(2, Numbered(999, 256 * 1024), Deadline::AfterMs(5000)).ok());
+  const size_t first = SwitchToTheRing(*a_, b_in_);
+  // b's collector holds every payload, so the 1 MiB outbox fills up after
+  // three of these; the rest, and one larger than the whole outbox, go
+  // through the socket, and so does nothing behind them overtake them.
+  std::vector<size_t> sizes = {256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 2 << 20, 8, 256 << 10};
+  for (size_t i = 0; i < sizes.size(); ++i)
+    ASSERT_TRUE(a_->Send(2, Numbered(100 + i, sizes[i]), Deadline::AfterMs(5000)).ok()) << i;
+  ASSERT_TRUE(b_in_.WaitFor(first + sizes.size()));
+  EXPECT_GE(a_->shm_stats().fallbacks, 3u);
+  std::vector<Message> got = b_in_.TakeAll();  // dropping them gives the regions back to a
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const Message& m = got.at(first + i);
+    EXPECT_EQ(m.header.request_id(), 100 + i);
+    EXPECT_TRUE(SameBytes(m.payloads.at(0), Pattern(sizes[i], static_cast<uint32_t>(100 + i)))) << i;
+  }
+  got.clear();
+  const uint64_t ring_before = a_->shm_stats().ring_messages_sent;
+  ASSERT_TRUE(a_->Send(2, Numbered(999, 256 << 10), Deadline::AfterMs(5000)).ok());
   ASSERT_TRUE(b_in_.WaitFor(1));
   EXPECT_EQ(b_in_.at(0).header.request_id(), 999u);
+  EXPECT_EQ(a_->shm_stats().ring_messages_sent, ring_before + 1) << "with room again, the ring carries it";
+}
+
+TEST_F(ShmEndpointTest, AFullRingMakesSendWaitForItsDeadlineAndLosesNothingBefore) {
+  std::atomic<bool> hold{false};
+  Endpoint::Receiver collect = b_in_.receiver();
+  Start({}, [&hold, collect](Message&& m) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (hold.load() && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    collect(std::move(m));
+  });
+  const size_t first = SwitchToTheRing(*a_, b_in_);
+  hold = true;  // b's poller stops in its Receiver: the ring is no longer read
+  Status sent;
+  uint64_t accepted = 0;
+  while ((sent = a_->Send(2, Numbered(accepted, 0), Deadline::AfterMs(300))).ok() && accepted < 100000) ++accepted;
+  EXPECT_EQ(sent.code(), StatusCode::kDeadlineExceeded) << sent.ToString();
+  EXPECT_NE(sent.message().find("stayed full"), std::string::npos) << sent.message();
+  EXPECT_GT(accepted, 100u) << "a 32 KiB ring holds hundreds of headers";
+  hold = false;
+  ASSERT_TRUE(b_in_.WaitFor(first + accepted));
+  std::vector<Message> got = b_in_.TakeAll();
+  ASSERT_EQ(got.size(), first + accepted) << "the message that timed out must not arrive";
+  for (uint64_t n = 0; n < accepted; ++n) ASSERT_EQ(got[first + n].header.request_id(), n);
 }
 
 TEST_F(ShmEndpointTest, CloseStopsThePollersAndNothingIsDeliveredAfter) {
   Start();
   ASSERT_TRUE(a_->Send(2, Numbered(0, 8192), Deadline::AfterMs(5000)).ok());
   ASSERT_TRUE(b_in_.WaitFor(1));
+  ASSERT_TRUE(testing::Eventually([&] {
+    (void)a_->Send(2, Numbered(1, 8192), Deadline::AfterMs(5000));
+    return a_->shm_stats().ring_messages_sent > 0;
+  }));
   b_->Close();
   const size_t before = b_in_.size();
-  (void)a_->Send(2, Numbered(1, 8192), Deadline::AfterMs(200));
+  const uint64_t ring_before = a_->shm_stats().ring_messages_sent;
+  (void)a_->Send(2, Numbered(2, 8192), Deadline::AfterMs(200));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(b_in_.size(), before);
+  EXPECT_EQ(a_->shm_stats().ring_messages_sent, ring_before) << "a closed receiver's ring is not used";
   a_->Close();
 }
 
