@@ -142,11 +142,14 @@ def bench(a):
     results, raw_rows = [], []
     for bits in rates:
         with emulated_cluster(a, layout.hosts, bits) as c:
-            raws, runs, busy = [], {p: [] for p in partitions}, []
+            raws, runs, busy, raw_busy = [], {p: [] for p in partitions}, [], []
             workers = [layout.worker_host(r) for r in range(layout.workers)]
             servers = [layout.server_host(j) for j in range(layout.servers)]
             for rep in range(a.repeats):
+                b0, t0 = cpu_times()
                 raw = tcpprobe.exchange(c, workers, servers, a.seconds, timeout=a.seconds + 30)
+                b1, t1 = cpu_times()
+                raw_busy.append((b1 - b0) / max(1, t1 - t0))
                 raws.append(raw)
                 line = f"  {format_rate(bits)} run {rep + 1}/{a.repeats}: raw TCP up/down per worker " + \
                     ", ".join(f"{u / 1e9:.2f}/{d / 1e9:.2f}" for u, d in raw.values()) + " Gbit/s"
@@ -162,18 +165,19 @@ def bench(a):
                 log(line)
             raw_up = statistics.median(min(u for u, _ in raw.values()) for raw in raws)
             raw_down = statistics.median(min(d for _, d in raw.values()) for raw in raws)
-            raw_rows.append((bits, raw_up, raw_down, statistics.median(busy)))
+            raw_rows.append((bits, raw_up, raw_down, statistics.median(raw_busy), statistics.median(busy)))
             for p in partitions:
                 for s in sizes:
                     per_worker = [statistics.median(run.get((r, s), 0.0) for run in runs[p]) for r in range(a.workers)]
                     results.append((bits, p, s, per_worker, min(raw_up, raw_down)))
     log("")
-    log("| link (each way) | raw TCP up/down per worker, Gbit/s | raw / link | CPU busy during Syncline runs |")
-    log("| --- | --- | --- | --- |")
-    for bits, up, down, cpu in raw_rows:
+    log("| link (each way) | raw TCP up/down per worker, Gbit/s | raw / link | CPU busy during raw TCP | "
+        "CPU busy during Syncline runs |")
+    log("| --- | --- | --- | --- | --- |")
+    for bits, up, down, raw_cpu, cpu in raw_rows:
         link = "unlimited" if bits is None else format_rate(bits)
         log(f"| {link} | {up / 1e9:.2f} / {down / 1e9:.2f} | "
-            f"{'-' if bits is None else f'{min(up, down) / bits:.2f}'} | {cpu:.0%} |")
+            f"{'-' if bits is None else f'{min(up, down) / bits:.2f}'} | {raw_cpu:.0%} | {cpu:.0%} |")
     log("")
     log("| link (each way) | partition | in flight | tensor | push+pull MB/s per worker "
         "| per direction Gbit/s per worker | min / link | min / raw TCP |")
