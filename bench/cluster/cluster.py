@@ -37,7 +37,8 @@ def sysctls(a):
 def emulated_cluster(a, hosts, rate):
     """The emulated cluster the command line asks for: `hosts` hosts, links at `rate`."""
     return EmulatedCluster(hosts, rate=rate, subnet=a.subnet, run_id=a.run_id, timeout=a.timeout,
-                           keep_logs=a.keep_logs, sysctls=sysctls(a), queue_ms=a.queue_ms, peak_factor=a.peak_factor)
+                           keep_logs=a.keep_logs, sysctls=sysctls(a), queue_ms=a.queue_ms, peak_factor=a.peak_factor,
+                           mtu=a.mtu)
 
 
 def tail(text, lines=30):
@@ -106,6 +107,12 @@ def cpu_times():
     return sum(fields) - idle, sum(fields)
 
 
+def tcp_payload_share(mtu):
+    """The share of a link's bytes (Ethernet frames, as tbf counts them) that is TCP payload: 20 bytes of
+    IP, 20 of TCP and 12 of timestamps per packet, 14 of Ethernet header."""
+    return (mtu - 52) / (mtu + 14)
+
+
 def human_bytes(n):
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale and n % scale == 0:
@@ -138,7 +145,8 @@ def bench(a):
         "by the link, so per direction = push+pull / 2 is what is compared with the link rate.")
     log("raw TCP = the same traffic with plain sockets (every worker host sends to and receives from every "
         "server host at once, for --seconds), measured in the same run: what this machine's emulated network "
-        "delivers per worker per direction. With a 1500-byte MTU at most 0.956 of the link rate is TCP payload.")
+        f"delivers per worker per direction. With a {a.mtu}-byte MTU at most {tcp_payload_share(a.mtu):.3f} of the "
+        "link rate is TCP payload.")
     results, raw_rows = [], []
     for bits in rates:
         with emulated_cluster(a, layout.hosts, bits) as c:
@@ -260,6 +268,8 @@ def main(argv=None):
         p.add_argument("--tcp-cc", default=tcp_cc,
                        help="TCP congestion control in the hosts: one of net.ipv4.tcp_allowed_congestion_control "
                        f"(default: {tcp_cc or 'the machine default'})")
+        p.add_argument("--mtu", type=int, default=1500,
+                       help="every link's MTU (default %(default)s; training clusters often run 9000)")
         p.add_argument("--keep-logs", action="store_true", help="keep every process's output in /tmp/slc-ID-*")
         if with_env:
             p.add_argument("--env", action="append", default=[], type=setting, metavar="NAME=VALUE",
