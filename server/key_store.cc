@@ -8,6 +8,14 @@
 #include "transport/wire.h"
 
 namespace syncline {
+namespace {
+// A push is acknowledged on its own when it asks for no pull (the ack is its
+// only answer) or asks for the ack besides its pull (the sender's credit).
+bool WantsAck(const Message& push) {
+  const uint32_t flags = push.header.flags();
+  return !(flags & proto::FLAG_PULL_AFTER_PUSH) || (flags & proto::FLAG_ACK_PUSH);
+}
+}  // namespace
 
 Reply ErrorReply(const Message& request, const std::string& why) {
   Message m = MakeMessage(proto::ERROR, -1);
@@ -123,8 +131,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   ++round.pushes;
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
     round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id(), rank});
-  else
-    out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
+  if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   if (round.pushes < options_.num_workers) return;
   Complete(key, round);
   std::vector<Waiter> waiting = std::move(round.waiting);
@@ -176,13 +183,12 @@ void KeyStore::PushAsync(KeyState& key, const Message& push, std::vector<Reply>*
     std::memset(key.value.mutable_data(), 0, key.bytes);
   }
   engine_->SumInto(key.dtype, key.value.mutable_data(), payload.data(), key.bytes / DTypeSize(key.dtype));
+  if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH) {
     Message reply = ReplyTo(push, proto::PULL_REPLY);
     reply.header.set_byte_length(key.bytes);
     reply.payloads.push_back(Snapshot(key));  // later pushes change the value
     out->push_back(Reply{push.header.sender(), std::move(reply)});
-  } else {
-    out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   }
 }
 

@@ -137,6 +137,33 @@ TEST_F(KeyStoreTest, SyncSumsExactlyAndAnswersPullAfterPushOnlyWhenAllPushed) {
   EXPECT_EQ(store_->num_keys(), 1u);
 }
 
+TEST_F(KeyStoreTest, APushAskingForItsAckIsAckedAtOnceAndAnsweredWhenTheRoundCompletes) {
+  // A worker's scheduling credit comes back on this ack: it must not wait for
+  // the other workers, whose pushes may be queued behind this worker's credit.
+  Make(2);
+  const uint32_t flags = proto::FLAG_PULL_AFTER_PUSH | proto::FLAG_ACK_PUSH;
+  auto out = DoPush(Push<float>(0, 0, {1, 2}, flags, kKey, 21), 0);
+  ASSERT_EQ(out.size(), 1u) << "the ack must not wait for the round";
+  EXPECT_EQ(out[0].message.header.op(), proto::PUSH_ACK);
+  EXPECT_EQ(out[0].to, NodeOf(0));
+  EXPECT_EQ(out[0].message.header.request_id(), 21u);
+  EXPECT_TRUE(ValidateMessage(out[0].message).ok());
+  out = DoPush(Push<float>(0, 1, {10, 20}, flags, kKey, 22), 1);
+  ASSERT_EQ(OfOp(out, proto::PUSH_ACK).size(), 1u);
+  EXPECT_EQ(OfOp(out, proto::PUSH_ACK)[0].to, NodeOf(1));
+  EXPECT_EQ(out.front().message.header.op(), proto::PUSH_ACK) << "the ack goes out before the sums";
+  auto replies = OfOp(out, proto::PULL_REPLY);
+  ASSERT_EQ(replies.size(), 2u);
+  for (const Reply& r : replies) EXPECT_EQ(ValuesOf<float>(r.message), (std::vector<float>{11, 22}));
+
+  Make(1, /*async=*/true);
+  out = DoPush(Push<float>(0, 0, {5, 6}, flags, kKey, 23), 0);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].message.header.op(), proto::PUSH_ACK);
+  EXPECT_EQ(out[1].message.header.op(), proto::PULL_REPLY);
+  EXPECT_EQ(ValuesOf<float>(out[1].message), (std::vector<float>{5, 6}));
+}
+
 TEST_F(KeyStoreTest, PushesAreAckedAndEarlyPullsWaitForCompletion) {
   Make(3);
   const std::vector<double> one = {1.5, -2}, two = {2, 4}, three = {0.25, 8};
