@@ -128,8 +128,9 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SERVER_THREADS", {{"BYTEPS_SERVER_ENGINE_THREAD", 1}},
        Integer(&Settings::server_threads, 1, 256)},
       {"SYNCLINE_SUM_THREADS", {{"BYTEPS_OMP_THREAD_PER_GPU", 1}}, Integer(&Settings::sum_threads, 0, 1024)},
-      {"SYNCLINE_SCHEDULING_CREDIT", {{"BYTEPS_SCHEDULING_CREDIT", 1}},
-       Integer(&Settings::scheduling_credit, 0, 1ll << 40)},
+      {"SYNCLINE_SCHEDULING", {}, Text(&Settings::scheduling, {"priority", "fifo"})},
+      {"SYNCLINE_SCHEDULING_CREDIT", {}, Integer(&Settings::scheduling_credit, 0, 1ll << 40)},
+      {"BYTEPS_SCHEDULING_CREDIT", {}, Integer(&Settings::byteps_scheduling_credit, 0, 1 << 20)},
       {"SYNCLINE_LOG_LEVEL", {{"BYTEPS_LOG_LEVEL", 1}},
        [](Settings& s, const std::string& text, long long) -> Status {
          std::string lower;
@@ -188,9 +189,6 @@ Result<Settings> Settings::FromEnvironment(const Environment& env, std::vector<s
     if (warnings && (StartsWith(name, "BYTEPS_") || StartsWith(name, "DMLC_")))
       warnings->push_back(name + " is a BytePS/ps-lite setting Syncline does not use; ignored");
   }
-  if (warnings && s.scheduling_credit != 0)
-    warnings->push_back("SYNCLINE_SCHEDULING_CREDIT / BYTEPS_SCHEDULING_CREDIT is accepted but not enforced yet: "
-                        "a worker keeps all of its pushes in flight");
   SYNCLINE_RETURN_IF_ERROR(s.Validate());
   return s;
 }
@@ -206,6 +204,12 @@ Status Settings::Validate() const {
   if (scheduler_host.empty()) return InvalidArgument("scheduler host is empty");
   if (host.empty()) return InvalidArgument("host is empty");
   return Status::Ok();
+}
+
+uint64_t Settings::SchedulingCreditBytes() const {
+  if (scheduling_credit) return *scheduling_credit;
+  if (byteps_scheduling_credit) return *byteps_scheduling_credit * partition_bytes;
+  return 4 * partition_bytes;
 }
 
 std::string Settings::SchedulerAddress() const {

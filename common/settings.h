@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,13 +93,22 @@ struct Settings {
   // SYNCLINE_SUM_THREADS | BYTEPS_OMP_THREAD_PER_GPU. Threads a single large
   // summation may be split over (oneTBB); 0 = number of cores.
   int sum_threads = 0;
-  // SYNCLINE_SCHEDULING_CREDIT | BYTEPS_SCHEDULING_CREDIT. Meant as the bytes
-  // a worker may have in flight (pushed, not yet pulled); 0 = unlimited.
-  // Parsed for BytePS compatibility but NOT enforced yet (FromEnvironment
-  // warns when it is set): a credit released by the summed reply can deadlock
-  // workers that issue tensors in different orders, so it needs the push's
-  // own acknowledgement to release it (see docs/decisions.md).
-  uint64_t scheduling_credit = 0;
+  // SYNCLINE_SCHEDULING. The order in which a worker's chunks go out:
+  // "priority" (most urgent first: the proxy ranks tensors by the order the
+  // forward pass uses them; ties, and "fifo", go in the order posted).
+  std::string scheduling = "priority";
+  // SYNCLINE_SCHEDULING_CREDIT. Bytes of pushes a worker keeps in flight
+  // (sent, not yet acknowledged by their server); one chunk always goes when
+  // nothing is in flight. Smaller: an urgent chunk waits less behind others;
+  // larger: fuller links. 0 = unlimited (every chunk goes at once). Unset:
+  // BYTEPS_SCHEDULING_CREDIT if given, else 4 partitions (see
+  // SchedulingCreditBytes). Credit comes back on the push's own
+  // acknowledgement, never on the summed reply, which waits for every worker
+  // (docs/decisions.md records the deadlock that would cause).
+  std::optional<uint64_t> scheduling_credit;
+  // BYTEPS_SCHEDULING_CREDIT, in BytePS's unit: partitions; 0 turns
+  // scheduling off (unlimited credit), as in BytePS.
+  std::optional<uint64_t> byteps_scheduling_credit;
   // SYNCLINE_LOG_LEVEL | BYTEPS_LOG_LEVEL. trace, debug, info, warn, error, off.
   std::string log_level = "info";
 
@@ -111,6 +121,9 @@ struct Settings {
   Status Validate() const;
   // The scheduler's address as a transport URI ("tcp://host:port").
   std::string SchedulerAddress() const;
+  // The credit in bytes (0 = unlimited), from SYNCLINE_SCHEDULING_CREDIT,
+  // else BYTEPS_SCHEDULING_CREDIT partitions, else 4 partitions.
+  uint64_t SchedulingCreditBytes() const;
 };
 
 }  // namespace syncline

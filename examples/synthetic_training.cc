@@ -12,7 +12,7 @@
 
 #include "common/node_main.h"
 #include "examples/synthetic_values.h"
-#include "worker/worker.h"
+#include "proxy/scheduled_worker.h"
 
 namespace syncline::example {
 namespace {
@@ -69,7 +69,7 @@ Status Train(const Settings& settings, const Options& options) {
     grads.emplace_back(t.elements * DTypeSize(t.dtype));
     bytes_per_round += grads.back().size();
   }
-  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(settings));
+  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, CreateScheduledWorker(settings));
   const int rank = worker->rank(), workers = worker->num_workers();
 
   std::vector<TensorId> ids;

@@ -1,17 +1,17 @@
-#include "worker/c_api.h"
+#include "proxy/c_api.h"
 
 #include <string>
 #include <vector>
 
 #include "common/node_main.h"
-#include "worker/worker.h"
+#include "proxy/scheduled_worker.h"
 
 struct syncline_worker {
   std::unique_ptr<syncline::Worker> worker;
 };
 struct syncline_op {
   syncline::OpHandle handle;
-  syncline::Deadline default_deadline;
+  int64_t default_timeout_ms;  // the request timeout, from the worker's settings
 };
 
 namespace {
@@ -33,7 +33,7 @@ int syncline_init(syncline_worker** out) {
   auto settings = syncline::Settings::FromEnvironment(syncline::ProcessEnvironment(), &warnings);
   if (!settings.ok()) return Report(settings.status());
   syncline::InitNodeLogging(syncline::Role::kWorker, *settings, warnings);
-  auto worker = syncline::Worker::Create(*settings);
+  auto worker = syncline::CreateScheduledWorker(*settings);
   if (!worker.ok()) return Report(worker.status());
   *out = new syncline_worker{std::move(worker).value()};
   return Report(syncline::Status::Ok());
@@ -52,21 +52,32 @@ int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t n
   return Report(syncline::Status::Ok());
 }
 
-int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int average, syncline_op** op_out) {
-  if (!w || !op_out) return Report(syncline::InvalidArgument("syncline_push_pull_async: null argument"));
-  auto handle = w->worker->PushPull(id, data, average != 0);
+int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int average, int64_t priority,
+                             syncline_done_fn done, void* user, syncline_op** op_out) {
+  if (!w || (!op_out && !done))
+    return Report(syncline::InvalidArgument("syncline_push_pull_async: null worker, or neither op_out nor done"));
+  syncline::PushPullOptions options{average != 0, priority, nullptr};
+  if (done) {
+    options.on_done = [done, user](const syncline::Status& st) {
+      const std::string message = st.ok() ? "" : st.ToString();
+      done(user, static_cast<int>(st.code()), message.c_str());
+    };
+  }
+  auto handle = w->worker->PushPull(id, data, std::move(options));
   if (!handle.ok()) return Report(handle.status());
-  *op_out = new syncline_op{*handle, w->worker->DefaultDeadline()};
+  if (op_out) *op_out = new syncline_op{*handle, w->worker->settings().request_timeout_ms};
   return Report(syncline::Status::Ok());
 }
 
+int syncline_poll(const syncline_op* op) { return op && op->handle.Done() ? 1 : 0; }
+
 int syncline_wait(syncline_op* op, int64_t timeout_ms) {
   if (!op) return Report(syncline::InvalidArgument("syncline_wait: null op"));
-  auto deadline = timeout_ms < 0 ? op->default_deadline : syncline::Deadline::AfterMs(timeout_ms);
-  syncline::Status st = op->handle.Wait(deadline);
-  delete op;
-  return Report(st);
+  auto deadline = syncline::Deadline::AfterMs(timeout_ms < 0 ? op->default_timeout_ms : timeout_ms);
+  return Report(op->handle.Wait(deadline));
 }
+
+void syncline_op_free(syncline_op* op) { delete op; }
 
 int syncline_broadcast(syncline_worker* w, uint32_t id, void* data, int root) {
   if (!w) return Report(syncline::InvalidArgument("syncline_broadcast: null worker"));

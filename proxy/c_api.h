@@ -1,11 +1,16 @@
-/* The C API of libsyncline, for framework shims (PyTorch, TensorFlow) and
- * other languages. Every call returns 0 on success or a nonzero status code
- * (see syncline_status_code), with the message in syncline_last_error().
- * Settings come from the environment (SYNCLINE_* or the BytePS/DMLC names). */
-#ifndef SYNCLINE_WORKER_C_API_H_
-#define SYNCLINE_WORKER_C_API_H_
+/* The C API of libsyncline (build/lib/libsyncline.so), for framework shims
+ * (PyTorch, TensorFlow) and other languages: it reaches tensors through their
+ * memory only, so one build serves every framework version. Every call
+ * returns 0 on success or a nonzero status code, with the message in
+ * syncline_last_error(). Settings come from the environment (SYNCLINE_* or
+ * the BytePS/DMLC names); chunks go through the scheduling proxy's credit
+ * scheduler as those settings say. */
+#ifndef SYNCLINE_PROXY_C_API_H_
+#define SYNCLINE_PROXY_C_API_H_
 
 #include <stdint.h>
+
+#define SYNCLINE_EXPORT __attribute__((visibility("default")))
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,24 +21,41 @@ typedef struct syncline_op syncline_op;
 
 enum syncline_dtype { SYNCLINE_FLOAT32 = 1, SYNCLINE_FLOAT64 = 2, SYNCLINE_FLOAT16 = 3, SYNCLINE_BFLOAT16 = 4 };
 
-/* The message of the last failed call on this thread ("" if none). */
-const char* syncline_last_error(void);
+/* Called once when a push_pull ends, with 0 or its status code (the message
+ * is in `message`, valid during the call). It runs on a Syncline thread:
+ * quick, non-blocking work only (set a flag, post to a queue). */
+typedef void (*syncline_done_fn)(void* user, int status, const char* message);
 
-int syncline_init(syncline_worker** out);
-int syncline_rank(const syncline_worker* w);
-int syncline_size(const syncline_worker* w);
-int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements, uint32_t* id_out);
-/* Starts an in-place sum of `data` across workers; wait with syncline_wait. */
-int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int average, syncline_op** op_out);
-/* Waits up to timeout_ms (< 0: the configured request timeout), then frees the op. */
-int syncline_wait(syncline_op* op, int64_t timeout_ms);
-int syncline_broadcast(syncline_worker* w, uint32_t id, void* data, int root);
-int syncline_barrier(syncline_worker* w);
+/* The message of the last failed call on this thread ("" if none). */
+SYNCLINE_EXPORT const char* syncline_last_error(void);
+
+SYNCLINE_EXPORT int syncline_init(syncline_worker** out);
+SYNCLINE_EXPORT int syncline_rank(const syncline_worker* w);
+SYNCLINE_EXPORT int syncline_size(const syncline_worker* w);
+SYNCLINE_EXPORT int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements,
+                                     uint32_t* id_out);
+/* Starts an in-place sum of `data` across workers. `priority`: larger goes
+ * first. `done` (may be null) is called once when it ends. `op_out` (may be
+ * null when `done` is given) receives a handle for syncline_poll and
+ * syncline_wait, to free with syncline_op_free. `data` must stay valid and
+ * untouched until the operation ended. */
+SYNCLINE_EXPORT int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int average,
+                                             int64_t priority, syncline_done_fn done, void* user,
+                                             syncline_op** op_out);
+/* 1 if the operation has ended (syncline_wait would return at once), else 0. */
+SYNCLINE_EXPORT int syncline_poll(const syncline_op* op);
+/* Waits up to timeout_ms (< 0: the configured request timeout); the op stays
+ * valid either way (a timeout can be waited on again). */
+SYNCLINE_EXPORT int syncline_wait(syncline_op* op, int64_t timeout_ms);
+/* Frees the handle (the operation itself goes on if it has not ended). */
+SYNCLINE_EXPORT void syncline_op_free(syncline_op* op);
+SYNCLINE_EXPORT int syncline_broadcast(syncline_worker* w, uint32_t id, void* data, int root);
+SYNCLINE_EXPORT int syncline_barrier(syncline_worker* w);
 /* Shuts the worker down and frees it. */
-int syncline_shutdown(syncline_worker* w);
+SYNCLINE_EXPORT int syncline_shutdown(syncline_worker* w);
 
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* SYNCLINE_WORKER_C_API_H_ */
+#endif /* SYNCLINE_PROXY_C_API_H_ */

@@ -5,18 +5,30 @@
 namespace syncline {
 
 Operation::Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
-                     std::vector<uint64_t> chunk_lengths)
+                     std::vector<uint64_t> chunk_lengths, DoneCallback on_done)
     : name_(std::move(tensor_name)),
       data_(data),
       offsets_(std::move(chunk_offsets)),
       lengths_(std::move(chunk_lengths)),
       chunks_(offsets_.size()),
       remaining_(offsets_.size()),
-      releases_pending_(offsets_.size()) {
+      on_done_(std::move(on_done)) {
   for (uint64_t l : lengths_) bytes_ += l;
 }
 
-Buffer Operation::SendView(size_t i) {
+Operation::DoneCallback Operation::TakeDoneLocked(Status* status) {
+  const bool ended = remaining_ == 0 || (error_.has_value() && releases_pending_ == 0);
+  if (!ended || !on_done_) return nullptr;
+  *status = error_ ? *error_ : Status::Ok();
+  return std::move(on_done_);
+}
+
+std::optional<Buffer> Operation::SendView(size_t i) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_) return std::nullopt;
+    ++releases_pending_;
+  }
   // The owner holds no memory: its deleter only reports the release. It
   // keeps the operation alive until then.
   auto self = shared_from_this();
@@ -26,25 +38,38 @@ Buffer Operation::SendView(size_t i) {
 
 void Operation::OnReleased(size_t i) {
   Buffer done_with;
-  std::unique_lock<std::mutex> lock(mu_);
-  chunks_[i].released = true;
-  --releases_pending_;
-  MaybeFinishLocked(i, lock, &done_with);
-  cv_.notify_all();
+  DoneCallback done;
+  Status status;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    chunks_[i].released = true;
+    --releases_pending_;
+    MaybeFinishLocked(i, lock, &done_with);
+    done = TakeDoneLocked(&status);
+    cv_.notify_all();
+  }
+  RunDone(std::move(done), status);
 }
 
 void Operation::OnReply(size_t i, Buffer payload) {
   Buffer done_with;  // dropped after the lock: dropping it may report a release
-  std::unique_lock<std::mutex> lock(mu_);
-  if (error_ || chunks_[i].finished || chunks_[i].reply) return;
-  if (payload.size() != lengths_[i]) {
-    error_ = Internal("tensor '" + name_ + "': chunk " + std::to_string(i) + " came back with " +
-                      std::to_string(payload.size()) + " bytes instead of " + std::to_string(lengths_[i]));
+  DoneCallback done;
+  Status status;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (error_ || chunks_[i].finished || chunks_[i].reply) return;
+    if (payload.size() != lengths_[i]) {
+      error_ = Internal("tensor '" + name_ + "': chunk " + std::to_string(i) + " came back with " +
+                        std::to_string(payload.size()) + " bytes instead of " + std::to_string(lengths_[i]));
+    } else {
+      chunks_[i].reply = std::move(payload);
+      MaybeFinishLocked(i, lock, &done_with);
+    }
+    done = TakeDoneLocked(&status);
     cv_.notify_all();
-    return;
   }
-  chunks_[i].reply = std::move(payload);
-  MaybeFinishLocked(i, lock, &done_with);
+  done_with = Buffer();  // its release may end the operation too: before the callback
+  RunDone(std::move(done), status);
 }
 
 void Operation::MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock, Buffer* done_with) {
@@ -63,9 +88,25 @@ void Operation::MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock, 
 }
 
 void Operation::Fail(const Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!error_ && remaining_ > 0) error_ = status;
-  cv_.notify_all();
+  DoneCallback done;
+  Status result;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_ && remaining_ > 0) error_ = status;
+    done = TakeDoneLocked(&result);
+    cv_.notify_all();
+  }
+  RunDone(std::move(done), result);
+}
+
+void Operation::RunDoneIfEnded() {
+  DoneCallback done;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done = TakeDoneLocked(&status);
+  }
+  RunDone(std::move(done), status);
 }
 
 Status Operation::Wait(Deadline deadline) {
@@ -86,7 +127,7 @@ Status Operation::Wait(Deadline deadline) {
 
 bool Operation::Done() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return remaining_ == 0 || error_.has_value();
+  return remaining_ == 0 || (error_.has_value() && releases_pending_ == 0);
 }
 
 }  // namespace syncline

@@ -25,23 +25,33 @@ namespace syncline {
 
 class Operation : public std::enable_shared_from_this<Operation> {
  public:
+  // Runs once when the operation ends: every chunk back and written (OK),
+  // or failed once the transport released the caller's memory. It runs on
+  // whichever Syncline thread ended it (often the network's), so it must be
+  // quick and must not block.
+  using DoneCallback = std::function<void(const Status&)>;
+
   // `data`: the caller's tensor; `chunk_offsets/lengths` in bytes.
   Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
-            std::vector<uint64_t> chunk_lengths);
+            std::vector<uint64_t> chunk_lengths, DoneCallback on_done = nullptr);
 
   // The bytes of chunk `i`, as a Buffer whose release (when the transport
-  // is done with it) is reported to this operation.
-  Buffer SendView(size_t i);
+  // is done with it) is reported to this operation; none once the operation
+  // failed (its caller may already have been told the memory is free).
+  std::optional<Buffer> SendView(size_t i);
   // The sum for chunk `i` arrived.
   void OnReply(size_t i, Buffer payload);
   // The operation failed (server error, abort, send failure); first failure wins.
   void Fail(const Status& status);
+  // Runs the done callback now if the operation has ended already (it has no chunks).
+  void RunDoneIfEnded();
 
   // Waits until every chunk is back, or the operation failed and the
   // transport released the caller's memory. DeadlineExceeded otherwise: the
   // memory may then still be read by the transport until the worker is
   // destroyed.
   Status Wait(Deadline deadline);
+  // Wait would return at once.
   bool Done() const;
   const std::string& tensor_name() const { return name_; }
   uint64_t bytes() const { return bytes_; }
@@ -56,6 +66,13 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // Writes the reply of chunk `i` back if both halves are in; lock held.
   // The spent reply goes to `*done_with`, for the caller to drop unlocked.
   void MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock, Buffer* done_with);
+  // Lock held: once the operation has ended, hands out the done callback
+  // (once) and the status to call it with; the caller runs it unlocked.
+  DoneCallback TakeDoneLocked(Status* status);
+  // Runs a callback taken by TakeDoneLocked, if any.
+  static void RunDone(DoneCallback done, const Status& status) {
+    if (done) done(status);
+  }
 
   const std::string name_;
   uint8_t* const data_;
@@ -65,36 +82,45 @@ class Operation : public std::enable_shared_from_this<Operation> {
   std::condition_variable cv_;
   std::vector<Chunk> chunks_;   // GUARDED_BY(mu_)
   size_t remaining_;            // GUARDED_BY(mu_)
-  size_t releases_pending_;     // GUARDED_BY(mu_)
+  size_t releases_pending_ = 0; // GUARDED_BY(mu_): views handed out, not yet released
   std::optional<Status> error_; // GUARDED_BY(mu_)
+  DoneCallback on_done_;        // GUARDED_BY(mu_); empty once run
+};
+
+// Work that runs once after an operation succeeded (e.g. copying a staged
+// result back to GPU memory): from the handle's Wait or the done callback,
+// whichever comes first; both then see its Status.
+class OpFinish {
+ public:
+  explicit OpFinish(std::function<Status()> run) : run_(std::move(run)) {}
+  Status Run() {
+    std::call_once(once_, [this] { result_ = run_(); });
+    return result_;
+  }
+
+ private:
+  std::function<Status()> run_;
+  std::once_flag once_;
+  Status result_;
 };
 
 // What PushPull returns: wait on it before touching the tensor again.
-// `finish`, if given, runs once after the operation succeeded (e.g. copying
-// a staged result back to GPU memory); its Status is what Wait returns.
 class OpHandle {
  public:
   OpHandle() = default;
-  explicit OpHandle(std::shared_ptr<Operation> op, std::function<Status()> finish = nullptr)
-      : op_(std::move(op)), finish_(finish ? std::make_shared<Finish>(std::move(finish)) : nullptr) {}
+  explicit OpHandle(std::shared_ptr<Operation> op, std::shared_ptr<OpFinish> finish = nullptr)
+      : op_(std::move(op)), finish_(std::move(finish)) {}
   Status Wait(Deadline deadline) const {
     if (!op_) return FailedPrecondition("waiting on an empty handle");
     Status st = op_->Wait(deadline);
     if (!st.ok() || !finish_) return st;
-    std::call_once(finish_->once, [this] { finish_->result = finish_->run(); });
-    return finish_->result;
+    return finish_->Run();
   }
   bool Done() const { return !op_ || op_->Done(); }
 
  private:
-  struct Finish {
-    explicit Finish(std::function<Status()> f) : run(std::move(f)) {}
-    std::function<Status()> run;
-    std::once_flag once;
-    Status result;
-  };
   std::shared_ptr<Operation> op_;
-  std::shared_ptr<Finish> finish_;
+  std::shared_ptr<OpFinish> finish_;
 };
 
 }  // namespace syncline

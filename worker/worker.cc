@@ -19,19 +19,28 @@ Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings) {
 
 Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings, std::unique_ptr<Endpoint> endpoint,
                                                const std::string& listen_address,
-                                               const std::string& scheduler_address) {
+                                               const std::string& scheduler_address,
+                                               std::unique_ptr<ChunkScheduler> chunk_scheduler) {
   if (settings.role != Role::kWorker) return InvalidArgument("settings name the role " + std::string(RoleName(settings.role)) + ", not worker");
   SYNCLINE_RETURN_IF_ERROR(settings.Validate());
-  std::unique_ptr<Worker> worker(new Worker(settings, std::move(endpoint), scheduler_address));
+  if (!chunk_scheduler) chunk_scheduler = std::make_unique<SendAtOnce>();
+  std::unique_ptr<Worker> worker(
+      new Worker(settings, std::move(endpoint), scheduler_address, std::move(chunk_scheduler)));
   SYNCLINE_RETURN_IF_ERROR(worker->Start(listen_address));
   return worker;
 }
 
-Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address)
+Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,
+               std::unique_ptr<ChunkScheduler> chunk_scheduler)
     : settings_(settings),
       endpoint_(WrapForSharedMemory(settings_, std::move(endpoint), &shm_)),
       client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address),
-      cuda_(CudaDevicesPresent()) {}
+      kv_(endpoint_.get(), &client_, settings_.request_timeout_ms,
+          [this](uint64_t bytes) { chunk_scheduler_->Release(bytes); }),
+      chunk_scheduler_(std::move(chunk_scheduler)),
+      cuda_(CudaDevicesPresent()) {
+  chunk_scheduler_->Start([this](ChunkTask&& chunk) { kv_.Send(std::move(chunk)); });
+}
 
 Worker::~Worker() {
   bool left_early = false;
@@ -115,63 +124,56 @@ Result<uint64_t> Worker::TensorBytes(TensorId id) {
   return tensors_[id].num_elements * DTypeSize(tensors_[id].dtype);
 }
 
-Result<OpHandle> Worker::PushPull(TensorId id, void* data, bool average) {
+Result<OpHandle> Worker::PushPull(TensorId id, void* data, PushPullOptions options) {
   if (!cuda_ || !IsDevicePointer(data)) {
-    SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, data, average));
+    SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, data, options));
     return OpHandle(std::move(op));
   }
   // GPU tensor: copy to host -> push -> pull -> copy to device.
   SYNCLINE_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(id));
   SYNCLINE_ASSIGN_OR_RETURN(Buffer staged, DeviceStaging::CopyToHost(data, bytes));
-  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, staged.mutable_data(), average));
-  return OpHandle(std::move(op),
-                  [staged, data, bytes] { return DeviceStaging::CopyToDevice(data, staged.data(), bytes); });
+  auto finish = std::make_shared<OpFinish>(
+      [staged, data, bytes] { return DeviceStaging::CopyToDevice(data, staged.data(), bytes); });
+  if (options.on_done) {
+    // The caller hears of the push_pull once the result is back on the device.
+    options.on_done = [finish, done = std::move(options.on_done)](const Status& st) {
+      done(st.ok() ? finish->Run() : st);
+    };
+  }
+  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, staged.mutable_data(), options));
+  return OpHandle(std::move(op), std::move(finish));
 }
 
-Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data, bool average) {
+Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data, const PushPullOptions& options) {
   SYNCLINE_RETURN_IF_ERROR(client_.health());
   std::shared_ptr<Operation> op;
-  std::vector<uint64_t> requests;
-  Tensor* tensor;
-  uint64_t round;
+  std::vector<ChunkTask> chunks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutdown_) return FailedPrecondition("push_pull after Shutdown");
     if (id >= tensors_.size() || tensors_[id].name.empty())
       return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
-    tensor = &tensors_[id];
-    if (data == nullptr && !tensor->chunks.empty()) return InvalidArgument("push_pull of '" + tensor->name + "' with no data");
-    round = tensor->rounds++;
+    Tensor& tensor = tensors_[id];
+    if (data == nullptr && !tensor.chunks.empty()) return InvalidArgument("push_pull of '" + tensor.name + "' with no data");
+    const uint64_t round = tensor.rounds++;
     std::vector<uint64_t> offsets, lengths;
-    for (const auto& c : tensor->chunks) {
+    for (const auto& c : tensor.chunks) {
       offsets.push_back(c.offset_bytes());
       lengths.push_back(c.length_bytes());
     }
-    op = std::make_shared<Operation>(tensor->name, static_cast<uint8_t*>(data), offsets, lengths);
-    for (size_t i = 0; i < tensor->chunks.size(); ++i) {
-      const uint64_t request = next_request_++;
-      in_flight_[request] = InFlight{op, i, tensor->chunks[i].server_id()};
-      requests.push_back(request);
+    op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths, options.on_done);
+    for (size_t i = 0; i < tensor.chunks.size(); ++i) {
+      const proto::ChunkPlacement& c = tensor.chunks[i];
+      chunks.push_back(ChunkTask{id, i, c.key(), c.server_id(), c.offset_bytes(), c.length_bytes(), round,
+                                 tensor.dtype, options.average, options.priority, next_sequence_++, op});
     }
     std::erase_if(ops_, [](const auto& w) { return w.expired(); });
     ops_.push_back(op);
   }
-  // Chunks and their placement never change after Declare: safe to read unlocked.
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const proto::ChunkPlacement& c = tensor->chunks[i];
-    Message m = MakeMessage(proto::PUSH, client_.my_id());
-    m.header.set_key(c.key());
-    m.header.set_round(round);
-    m.header.set_dtype(DTypeToWire(tensor->dtype));
-    m.header.set_byte_length(c.length_bytes());
-    m.header.set_request_id(requests[i]);
-    m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH | (average ? proto::FLAG_AVERAGE : 0));
-    m.payloads.push_back(op->SendView(i));
-    Status st = endpoint_->Send(c.server_id(), std::move(m), DefaultDeadline());
-    if (!st.ok()) {
-      op->Fail(st.WithContext("pushing tensor '" + tensor->name + "' to " + client_.Describe(c.server_id())));
-      break;
-    }
+  if (chunks.empty()) {
+    op->RunDoneIfEnded();  // an empty tensor: nothing to sum
+  } else {
+    chunk_scheduler_->Post(std::move(chunks));
   }
   return op;
 }
@@ -199,7 +201,7 @@ Status Worker::Broadcast(TensorId id, void* data, int root) {
   } else if (rank() != root && bytes > 0) {
     std::memset(data, 0, bytes);
   }
-  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host, /*average=*/false));
+  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host, PushPullOptions{}));
   SYNCLINE_RETURN_IF_ERROR(op->Wait(DefaultDeadline()));
   return device ? DeviceStaging::CopyToDevice(data, host, bytes) : Status::Ok();
 }
@@ -231,43 +233,13 @@ Status Worker::Shutdown() {
 }
 
 void Worker::OnMessage(Message&& m) {
-  if (client_.Handle(m)) return;
-  const proto::Op op = m.header.op();
-  if (op != proto::PULL_REPLY && op != proto::ERROR) {
-    SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(op), m.header.sender());
-    return;
-  }
-  InFlight entry;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = in_flight_.find(m.header.request_id());
-    if (it == in_flight_.end() || it->second.server != m.header.sender()) {
-      SYNCLINE_LOG_WARN("ignoring {} for unknown request {} from node {}", proto::Op_Name(op),
-                        m.header.request_id(), m.header.sender());
-      return;
-    }
-    entry = std::move(it->second);
-    in_flight_.erase(it);
-  }
-  if (op == proto::ERROR) {
-    entry.op->Fail(Internal(client_.Describe(entry.server) + " rejected chunk " + std::to_string(entry.chunk) +
-                            " of tensor '" + entry.op->tensor_name() + "': " + m.header.error().message()));
-    return;
-  }
-  if (m.payloads.size() != 1) {
-    entry.op->Fail(Internal("malformed reply for tensor '" + entry.op->tensor_name() + "'"));
-    return;
-  }
-  entry.op->OnReply(entry.chunk, std::move(m.payloads.front()));
+  if (client_.Handle(m) || kv_.Handle(m)) return;
+  SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(m.header.op()), m.header.sender());
 }
 
 void Worker::FailAll(const Status& status) {
-  std::unordered_map<uint64_t, InFlight> failed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    failed.swap(in_flight_);
-  }
-  for (auto& [request, entry] : failed) entry.op->Fail(status);
+  chunk_scheduler_->Stop(status);  // queued chunks fail; nothing more is admitted
+  kv_.FailAll(status);
 }
 
 }  // namespace syncline

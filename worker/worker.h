@@ -1,8 +1,10 @@
 // Worker: the Syncline worker runtime a training process links (libsyncline).
 // It joins the job, declares tensors with ids agreed by every worker, and
 // sums tensors across workers through the servers: push_pull cuts a tensor
-// into chunks (partition_bytes), pushes them all concurrently to the servers
-// that own their keys, and writes each chunk's sum back in place.
+// into chunks (partition_bytes), posts them to its ChunkScheduler, which
+// admits them to the network (all at once by default; by priority under a
+// credit with proxy/credit_scheduler.h), and writes each chunk's sum back in
+// place.
 //
 //   auto worker = Worker::Create(settings).value();
 //   TensorId w = worker->Declare("layer1.weight.grad", DType::kFloat32, n).value();
@@ -31,20 +33,31 @@
 #include "scheduler/client.h"
 #include "transport/shm/shm_endpoint.h"
 #include "transport/transport.h"
+#include "worker/chunk.h"
+#include "worker/kv_client.h"
 #include "worker/operation.h"
 
 namespace syncline {
 
-using TensorId = uint32_t;
+struct PushPullOptions {
+  bool average = false;
+  // Larger is more urgent; ties go to the earlier push_pull.
+  int64_t priority = 0;
+  // Runs once when this push_pull ends (after the GPU copy-back, for device
+  // tensors), on a Syncline thread: quick, non-blocking work only.
+  Operation::DoneCallback on_done;
+};
 
 class Worker {
  public:
   // Listens, registers with the scheduler and waits for the job to start.
   static Result<std::unique_ptr<Worker>> Create(const Settings& settings);
   // Same, with an endpoint of the caller's choosing (tests: loopback, faults).
+  // `chunk_scheduler` decides when chunks go out (null: SendAtOnce).
   static Result<std::unique_ptr<Worker>> Create(const Settings& settings, std::unique_ptr<Endpoint> endpoint,
                                                 const std::string& listen_address,
-                                                const std::string& scheduler_address = "");
+                                                const std::string& scheduler_address = "",
+                                                std::unique_ptr<ChunkScheduler> chunk_scheduler = nullptr);
   // Shuts down (if not done yet) without waiting long.
   ~Worker();
 
@@ -61,7 +74,10 @@ class Worker {
   // `data` must stay valid and untouched until the handle's Wait returns.
   // `data` may be GPU memory (CUDA builds): it is staged through pinned host
   // memory and the result copied back when Wait succeeds.
-  Result<OpHandle> PushPull(TensorId id, void* data, bool average);
+  Result<OpHandle> PushPull(TensorId id, void* data, bool average) {
+    return PushPull(id, data, PushPullOptions{average, 0, nullptr});
+  }
+  Result<OpHandle> PushPull(TensorId id, void* data, PushPullOptions options);
   // Copies `data` of worker `root` into `data` of every worker (blocking).
   // FailedPrecondition in async mode, leaving `data` untouched.
   Status Broadcast(TensorId id, void* data, int root);
@@ -85,15 +101,10 @@ class Worker {
     std::vector<proto::ChunkPlacement> chunks;
     uint64_t rounds = 0;  // push_pulls started so far
   };
-  struct InFlight {
-    std::shared_ptr<Operation> op;
-    size_t chunk;
-    int32_t server;
-  };
-
-  Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address);
+  Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,
+         std::unique_ptr<ChunkScheduler> chunk_scheduler);
   // PushPull of host memory.
-  Result<std::shared_ptr<Operation>> PushPullHost(TensorId id, void* data, bool average);
+  Result<std::shared_ptr<Operation>> PushPullHost(TensorId id, void* data, const PushPullOptions& options);
   Result<uint64_t> TensorBytes(TensorId id);
   Status Start(const std::string& listen_address);
   void OnMessage(Message&& m);
@@ -103,13 +114,14 @@ class Worker {
   ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
   std::unique_ptr<Endpoint> endpoint_;
   SchedulerClient client_;
-  std::atomic<uint64_t> next_request_{1};
+  KvClient kv_;
+  std::unique_ptr<ChunkScheduler> chunk_scheduler_;  // after kv_: stops sending before kv_ goes
+  std::atomic<uint64_t> next_sequence_{0};
   const bool cuda_ = false;  // CUDA devices present: pointers may be device memory
 
   std::mutex mu_;
   std::vector<Tensor> tensors_;                          // GUARDED_BY(mu_), index = TensorId
   std::map<std::string, TensorId> by_name_;              // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, InFlight> in_flight_;     // GUARDED_BY(mu_), by request id
   std::vector<std::weak_ptr<Operation>> ops_;            // GUARDED_BY(mu_), to wait for at shutdown
   std::optional<Status> shutdown_;                       // GUARDED_BY(mu_)
   std::thread closer_;                                   // GUARDED_BY(mu_): closes the endpoint after an abort

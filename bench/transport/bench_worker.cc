@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "common/node_main.h"
-#include "worker/worker.h"
+#include "proxy/scheduled_worker.h"
 
 namespace syncline::bench {
 namespace {
@@ -48,7 +48,7 @@ Status Run(const Settings& settings, const Options& options) {
   SYNCLINE_ASSIGN_OR_RETURN(std::vector<uint64_t> sizes, ParseSizes(options.sizes));
   // Declared before the worker so it outlives it (see Operation::Wait).
   std::vector<float> data;
-  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(settings));
+  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, CreateScheduledWorker(settings));
   const int workers = worker->num_workers();
   for (uint64_t bytes : sizes) {
     const uint64_t n = bytes / 4;

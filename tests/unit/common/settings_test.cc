@@ -48,7 +48,8 @@ TEST(SettingsTest, EmptyEnvironmentGivesDocumentedDefaults) {
   EXPECT_EQ(s.request_timeout_ms, 600000);
   EXPECT_EQ(s.server_threads, 2);
   EXPECT_EQ(s.sum_threads, 0);
-  EXPECT_EQ(s.scheduling_credit, 0u);
+  EXPECT_EQ(s.scheduling, "priority");
+  EXPECT_EQ(s.SchedulingCreditBytes(), 4u << 20) << "4 partitions";
   EXPECT_EQ(s.log_level, "info");
   EXPECT_EQ(s.SchedulerAddress(), "tcp://127.0.0.1:9000");
   EXPECT_TRUE(s.Validate().ok());
@@ -79,6 +80,7 @@ TEST(SettingsTest, CanonicalNamesSetEveryField) {
       {"SYNCLINE_REQUEST_TIMEOUT_MS", "4000"},
       {"SYNCLINE_SERVER_THREADS", "4"},
       {"SYNCLINE_SUM_THREADS", "6"},
+      {"SYNCLINE_SCHEDULING", "fifo"},
       {"SYNCLINE_SCHEDULING_CREDIT", "1048576"},
       {"SYNCLINE_LOG_LEVEL", "WARNING"},
   });
@@ -101,7 +103,8 @@ TEST(SettingsTest, CanonicalNamesSetEveryField) {
   EXPECT_EQ(s.request_timeout_ms, 4000);
   EXPECT_EQ(s.server_threads, 4);
   EXPECT_EQ(s.sum_threads, 6);
-  EXPECT_EQ(s.scheduling_credit, 1048576u);
+  EXPECT_EQ(s.scheduling, "fifo");
+  EXPECT_EQ(s.SchedulingCreditBytes(), 1048576u);
   EXPECT_EQ(s.log_level, "warn");
   EXPECT_EQ(s.SchedulerAddress(), "tcp://10.0.0.7:1234");
 }
@@ -144,17 +147,22 @@ TEST(SettingsTest, BytePsAndDmlcAliases) {
   EXPECT_EQ(s.log_level, "debug");
 }
 
-// BytePS's scheduling credit is read, but nothing enforces it yet: setting it
-// must say so instead of being silently ignored.
-TEST(SettingsTest, SchedulingCreditIsReadButWarnsThatItIsNotEnforced) {
-  for (const char* name : {"SYNCLINE_SCHEDULING_CREDIT", "BYTEPS_SCHEDULING_CREDIT"}) {
-    SCOPED_TRACE(name);
-    std::vector<std::string> warnings;
-    Settings s = MustParse({{name, "4096"}}, &warnings);
-    EXPECT_EQ(s.scheduling_credit, 4096u);
-    ASSERT_EQ(warnings.size(), 1u);
-    EXPECT_NE(warnings[0].find("not enforced"), std::string::npos) << warnings[0];
-  }
+// SYNCLINE_SCHEDULING_CREDIT is in bytes; BytePS's name keeps BytePS's unit,
+// partitions, and its 0 (scheduling off); the canonical name wins.
+TEST(SettingsTest, SchedulingCreditInBytesOrInBytePsPartitions) {
+  std::vector<std::string> warnings;
+  EXPECT_EQ(MustParse({{"SYNCLINE_SCHEDULING_CREDIT", "4096"}}, &warnings).SchedulingCreditBytes(), 4096u);
+  EXPECT_EQ(MustParse({{"SYNCLINE_SCHEDULING_CREDIT", "0"}}).SchedulingCreditBytes(), 0u) << "0 = unlimited";
+  EXPECT_EQ(MustParse({{"BYTEPS_SCHEDULING_CREDIT", "3"}, {"BYTEPS_PARTITION_BYTES", "4096000"}})
+                .SchedulingCreditBytes(),
+            3u * 4096000u);
+  EXPECT_EQ(MustParse({{"BYTEPS_SCHEDULING_CREDIT", "0"}}).SchedulingCreditBytes(), 0u);
+  EXPECT_EQ(MustParse({{"BYTEPS_SCHEDULING_CREDIT", "3"}, {"SYNCLINE_SCHEDULING_CREDIT", "100"}})
+                .SchedulingCreditBytes(),
+            100u);
+  EXPECT_EQ(MustParse({{"SYNCLINE_PARTITION_BYTES", "65536"}}).SchedulingCreditBytes(), 4u * 65536u);
+  EXPECT_TRUE(warnings.empty()) << "the credit is enforced now: nothing to warn about";
+  EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SCHEDULING", "lifo"}}).ok());
 }
 
 TEST(SettingsTest, CanonicalNameWinsOverAlias) {

@@ -1,10 +1,12 @@
 // The C API end to end: a worker made by syncline_init from environment
 // variables joins a real (in-process, TCP) scheduler and server.
-#include "worker/c_api.h"
+#include "proxy/c_api.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -44,10 +46,37 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   std::vector<double> x(1000);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
   syncline_op* op = nullptr;
-  ASSERT_EQ(0, syncline_push_pull_async(w, id, x.data(), 0, &op)) << syncline_last_error();
+  ASSERT_EQ(0, syncline_push_pull_async(w, id, x.data(), 0, /*priority=*/0, nullptr, nullptr, &op))
+      << syncline_last_error();
   ASSERT_EQ(0, syncline_wait(op, 10000)) << syncline_last_error();
+  EXPECT_EQ(1, syncline_poll(op));
+  EXPECT_EQ(0, syncline_wait(op, 0)) << "an ended op can be waited on again";
+  syncline_op_free(op);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], static_cast<double>(i));
-  EXPECT_NE(0, syncline_push_pull_async(w, 99, x.data(), 0, &op));
+
+  // The done callback, with and without a handle.
+  struct Done {
+    std::atomic<int> calls{0};
+    std::atomic<int> status{-1};
+  } done;
+  auto on_done = [](void* user, int status, const char*) {
+    auto* d = static_cast<Done*>(user);
+    d->status = status;
+    ++d->calls;
+  };
+  ASSERT_EQ(0, syncline_push_pull_async(w, id, x.data(), 1, 5, on_done, &done, &op)) << syncline_last_error();
+  ASSERT_EQ(0, syncline_wait(op, 10000)) << syncline_last_error();
+  syncline_op_free(op);
+  for (int i = 0; i < 1000 && done.calls == 0; ++i) usleep(1000);  // the callback may trail Wait a little
+  EXPECT_EQ(done.calls, 1);
+  EXPECT_EQ(done.status, 0);
+  ASSERT_EQ(0, syncline_push_pull_async(w, id, x.data(), 0, 0, on_done, &done, nullptr)) << syncline_last_error();
+  for (int i = 0; i < 10000 && done.calls < 2; ++i) usleep(1000);
+  EXPECT_EQ(done.calls, 2) << "a callback-only push_pull must end too";
+
+  EXPECT_NE(0, syncline_push_pull_async(w, id, x.data(), 0, 0, nullptr, nullptr, nullptr));
+  EXPECT_NE(std::string(syncline_last_error()).find("neither op_out nor done"), std::string::npos);
+  EXPECT_NE(0, syncline_push_pull_async(w, 99, x.data(), 0, 0, nullptr, nullptr, &op));
   EXPECT_NE(std::string(syncline_last_error()).find("not declared"), std::string::npos);
   EXPECT_EQ(0, syncline_barrier(w)) << syncline_last_error();
   EXPECT_EQ(0, syncline_shutdown(w)) << syncline_last_error();

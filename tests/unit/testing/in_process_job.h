@@ -3,6 +3,7 @@
 // ZeroMQ on 127.0.0.1. Tests drive the workers and can kill nodes.
 #pragma once
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -32,6 +33,8 @@ class InProcessJob {
     int request_timeout_ms = 20000;
     int external_workers = 0;  // of `workers`, how many the test starts itself
     bool shm = false;          // payloads through shared memory (all nodes share this process)
+    // Makes each worker's chunk scheduler, given its rank (unset: SendAtOnce).
+    std::function<std::unique_ptr<ChunkScheduler>(int rank)> chunk_scheduler;
   };
 
   explicit InProcessJob(Options options) : options_(std::move(options)) {}
@@ -81,7 +84,8 @@ class InProcessJob {
       joining.push_back(std::async(std::launch::async, [this, r] {
         Settings s = BaseSettings(Role::kWorker);
         s.worker_rank = r;
-        return Worker::Create(s, NewEndpoint(), Address("worker-" + std::to_string(r)), scheduler_address_);
+        return Worker::Create(s, NewEndpoint(), Address("worker-" + std::to_string(r)), scheduler_address_,
+                              options_.chunk_scheduler ? options_.chunk_scheduler(r) : nullptr);
       }));
     }
     Status first_error;

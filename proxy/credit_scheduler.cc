@@ -1,0 +1,121 @@
+#include "proxy/credit_scheduler.h"
+
+#include <algorithm>
+
+#include "worker/operation.h"
+
+namespace syncline {
+
+CreditScheduler::CreditScheduler(Order order, uint64_t credit_bytes) : order_(order), credit_(credit_bytes) {}
+
+std::unique_ptr<CreditScheduler> CreditScheduler::FromSettings(const Settings& settings) {
+  return std::make_unique<CreditScheduler>(settings.scheduling == "fifo" ? Order::kFifo : Order::kPriority,
+                                           settings.SchedulingCreditBytes());
+}
+
+CreditScheduler::~CreditScheduler() {
+  Stop(Aborted("the worker's chunk scheduler was destroyed"));
+  if (thread_.joinable()) thread_.join();
+}
+
+void CreditScheduler::Start(Admit admit) {
+  admit_ = std::move(admit);
+  thread_ = std::thread([this] { AdmitLoop(); });
+}
+
+bool CreditScheduler::After(const ChunkTask& a, const ChunkTask& b) const {
+  if (order_ == Order::kPriority && a.priority != b.priority) return a.priority < b.priority;
+  return a.sequence > b.sequence;
+}
+
+bool CreditScheduler::CanAdmitLocked() const {
+  if (queue_.empty()) return false;
+  return in_flight_ == 0 || credit_ == 0 || in_flight_ + queue_.front().length <= credit_;
+}
+
+void CreditScheduler::Post(std::vector<ChunkTask> chunks) {
+  std::optional<Status> refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    refused = stopped_;
+    if (!refused) {
+      auto after = [this](const ChunkTask& a, const ChunkTask& b) { return After(a, b); };
+      for (ChunkTask& c : chunks) {
+        queue_.push_back(std::move(c));
+        std::push_heap(queue_.begin(), queue_.end(), after);
+      }
+    }
+  }
+  if (refused) {
+    for (ChunkTask& c : chunks) c.op->Fail(*refused);
+    return;
+  }
+  cv_.notify_all();
+}
+
+void CreditScheduler::Release(uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ -= std::min(bytes, in_flight_);
+  }
+  cv_.notify_all();
+}
+
+void CreditScheduler::Stop(const Status& status) {
+  std::vector<ChunkTask> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_) stopped_ = status;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+  for (ChunkTask& c : dropped) c.op->Fail(status);
+}
+
+void CreditScheduler::SetCredit(uint64_t credit_bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    credit_ = credit_bytes;
+  }
+  cv_.notify_all();
+}
+
+uint64_t CreditScheduler::credit() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return credit_;
+}
+
+uint64_t CreditScheduler::bytes_in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+uint64_t CreditScheduler::peak_bytes_in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_in_flight_;
+}
+
+size_t CreditScheduler::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+void CreditScheduler::AdmitLoop() {
+  auto after = [this](const ChunkTask& a, const ChunkTask& b) { return After(a, b); };
+  for (;;) {
+    ChunkTask next;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopped_.has_value() || CanAdmitLocked(); });
+      if (stopped_) return;
+      std::pop_heap(queue_.begin(), queue_.end(), after);
+      next = std::move(queue_.back());
+      queue_.pop_back();
+      in_flight_ += next.length;
+      peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+    }
+    admit_(std::move(next));
+  }
+}
+
+}  // namespace syncline

@@ -1,0 +1,75 @@
+// Chunk: one piece of one push_pull, the unit that flows through a worker.
+// A tensor is cut into chunks at declaration (their keys and servers come
+// from the scheduler's placement); each push_pull makes one ChunkTask per
+// chunk, which waits in a ChunkScheduler until it is admitted to the
+// network, is pushed by the KvClient, and is done when its sum is back.
+//
+// ChunkScheduler is the seam between partitioning and the transport: the
+// worker posts every chunk of a push_pull at once; the scheduler decides
+// which goes next and when (proxy/credit_scheduler.h orders them by priority
+// under a byte credit). SendAtOnce, here, admits every chunk immediately, in
+// the order posted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+namespace syncline {
+
+class Operation;
+using TensorId = uint32_t;
+
+struct ChunkTask {
+  TensorId tensor = 0;
+  size_t index = 0;          // chunk number within the tensor
+  uint64_t key = 0;          // the key the servers sum it under
+  int32_t server = -1;       // node id of the owning server
+  uint64_t offset = 0;       // in bytes, within the tensor
+  uint64_t length = 0;       // in bytes
+  uint64_t round = 0;        // the tensor's push_pull count
+  DType dtype = DType::kFloat32;
+  bool average = false;
+  // Larger is more urgent (BytePS's convention); the proxy sets it from the
+  // order in which the forward pass uses tensors.
+  int64_t priority = 0;
+  // Order of posting, per worker: ties of priority go to the earlier chunk.
+  uint64_t sequence = 0;
+  std::shared_ptr<Operation> op;  // the push_pull this chunk belongs to
+};
+
+class ChunkScheduler {
+ public:
+  // Puts a chunk on the network; its credit comes back through Release.
+  using Admit = std::function<void(ChunkTask&&)>;
+
+  virtual ~ChunkScheduler() = default;
+  // Called once by the worker before the first Post.
+  virtual void Start(Admit admit) = 0;
+  // The chunks of one push_pull, ready to go.
+  virtual void Post(std::vector<ChunkTask> chunks) = 0;
+  // `bytes` of admitted chunks no longer count against the credit: the
+  // server took their pushes, or they ended otherwise (error, failure). Each
+  // admitted chunk's bytes come back exactly once, possibly summed with others'.
+  virtual void Release(uint64_t bytes) = 0;
+  // The job is over: queued chunks fail with `status`; later posts too.
+  virtual void Stop(const Status& status) = 0;
+};
+
+// Admits every chunk at once, in the order posted, on the posting thread.
+class SendAtOnce final : public ChunkScheduler {
+ public:
+  void Start(Admit admit) override { admit_ = std::move(admit); }
+  void Post(std::vector<ChunkTask> chunks) override;
+  void Release(uint64_t) override {}
+  void Stop(const Status&) override {}
+
+ private:
+  Admit admit_;
+};
+
+}  // namespace syncline

@@ -1,0 +1,98 @@
+#include "worker/kv_client.h"
+
+#include "common/logging.h"
+#include "transport/wire.h"
+#include "worker/operation.h"
+
+namespace syncline {
+
+KvClient::KvClient(Endpoint* endpoint, const SchedulerClient* control, int request_timeout_ms, Release release)
+    : endpoint_(endpoint), control_(control), request_timeout_ms_(request_timeout_ms), release_(std::move(release)) {}
+
+uint64_t KvClient::TakeCreditLocked(InFlight& entry) {
+  if (!entry.holds_credit) return 0;
+  entry.holds_credit = false;
+  return entry.bytes;
+}
+
+void KvClient::Send(ChunkTask&& chunk) {
+  const uint64_t request = next_request_++;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_[request] = InFlight{chunk.op, chunk.index, chunk.server, chunk.length, true};
+  }
+  Message m = MakeMessage(proto::PUSH, control_->my_id());
+  m.header.set_key(chunk.key);
+  m.header.set_round(chunk.round);
+  m.header.set_dtype(DTypeToWire(chunk.dtype));
+  m.header.set_byte_length(chunk.length);
+  m.header.set_request_id(request);
+  m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH | proto::FLAG_ACK_PUSH |
+                     (chunk.average ? proto::FLAG_AVERAGE : 0));
+  std::optional<Buffer> view = chunk.op->SendView(chunk.index);
+  // Registered first, so an abort's FailAll either sees this chunk or has
+  // already marked the job unhealthy.
+  Status st = view ? control_->health() : Aborted("the push_pull already failed");
+  if (st.ok()) {
+    m.payloads.push_back(std::move(*view));
+    st = endpoint_->Send(chunk.server, std::move(m), Deadline::AfterMs(request_timeout_ms_));
+  }
+  if (st.ok()) return;
+  uint64_t credit = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = in_flight_.find(request); it != in_flight_.end()) {
+      credit = TakeCreditLocked(it->second);
+      in_flight_.erase(it);
+    }
+  }
+  if (credit > 0) release_(credit);
+  chunk.op->Fail(st.WithContext("pushing tensor '" + chunk.op->tensor_name() + "' to " +
+                                control_->Describe(chunk.server)));
+}
+
+bool KvClient::Handle(Message& m) {
+  const proto::Op op = m.header.op();
+  if (op != proto::PUSH_ACK && op != proto::PULL_REPLY && op != proto::ERROR) return false;
+  InFlight entry;
+  uint64_t credit = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(m.header.request_id());
+    if (it == in_flight_.end() || it->second.server != m.header.sender()) {
+      SYNCLINE_LOG_WARN("ignoring {} for unknown request {} from node {}", proto::Op_Name(op),
+                        m.header.request_id(), m.header.sender());
+      return true;
+    }
+    credit = TakeCreditLocked(it->second);
+    if (op != proto::PUSH_ACK) {
+      entry = std::move(it->second);
+      in_flight_.erase(it);
+    }
+  }
+  if (credit > 0) release_(credit);
+  if (op == proto::PUSH_ACK) return true;
+  if (op == proto::ERROR) {
+    entry.op->Fail(Internal(control_->Describe(entry.server) + " rejected chunk " + std::to_string(entry.chunk) +
+                            " of tensor '" + entry.op->tensor_name() + "': " + m.header.error().message()));
+  } else if (m.payloads.size() != 1) {
+    entry.op->Fail(Internal("malformed reply for tensor '" + entry.op->tensor_name() + "'"));
+  } else {
+    entry.op->OnReply(entry.chunk, std::move(m.payloads.front()));
+  }
+  return true;
+}
+
+void KvClient::FailAll(const Status& status) {
+  std::unordered_map<uint64_t, InFlight> failed;
+  uint64_t credit = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed.swap(in_flight_);
+    for (auto& [request, entry] : failed) credit += TakeCreditLocked(entry);
+  }
+  if (credit > 0) release_(credit);
+  for (auto& [request, entry] : failed) entry.op->Fail(status);
+}
+
+}  // namespace syncline

@@ -1,0 +1,62 @@
+// KvClient: a worker's data plane. It pushes one admitted chunk at a time to
+// the server that owns its key, asking for the round's sum in return (one
+// message each way) and for an early acknowledgement of the push itself; it
+// matches replies to chunks and hands each sum to the chunk's Operation.
+//
+// Credit: every sent chunk holds its bytes of the ChunkScheduler's credit
+// until the server acknowledges the push (PUSH_ACK), or the chunk ends
+// otherwise (sum, error, failure): `release` is called exactly once per chunk.
+//
+// Thread-safety: all methods may be called from any thread; the worker feeds
+// data-plane messages from its endpoint's I/O thread through Handle().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "common/settings.h"
+#include "scheduler/client.h"
+#include "transport/transport.h"
+#include "worker/chunk.h"
+
+namespace syncline {
+
+class KvClient {
+ public:
+  using Release = std::function<void(uint64_t bytes)>;
+
+  // `control` names peers in errors and gives this node's id.
+  KvClient(Endpoint* endpoint, const SchedulerClient* control, int request_timeout_ms, Release release);
+
+  // Pushes the chunk and registers it for its reply; a send failure fails the
+  // chunk's operation (and releases its credit).
+  void Send(ChunkTask&& chunk);
+  // Takes a data-plane message (PUSH_ACK, PULL_REPLY, ERROR); false if `m` is not one.
+  bool Handle(Message& m);
+  // Fails every chunk in flight with `status`.
+  void FailAll(const Status& status);
+
+ private:
+  struct InFlight {
+    std::shared_ptr<Operation> op;
+    size_t chunk = 0;
+    int32_t server = -1;
+    uint64_t bytes = 0;
+    bool holds_credit = true;
+  };
+  // Lock held: gives the entry's credit back once.
+  uint64_t TakeCreditLocked(InFlight& entry);
+
+  Endpoint* const endpoint_;
+  const SchedulerClient* const control_;
+  const int request_timeout_ms_;
+  const Release release_;
+  std::atomic<uint64_t> next_request_{1};
+  std::mutex mu_;
+  std::unordered_map<uint64_t, InFlight> in_flight_;  // GUARDED_BY(mu_), by request id
+};
+
+}  // namespace syncline
