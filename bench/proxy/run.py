@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Scheduling-proxy benchmark: a layered training step (bench/proxy/layered_job.cc; VGG-16 or
+ResNet-50 layer profiles, parameters scaled) run through real scheduler/server/worker processes,
+in one run for each compute kind:
+
+  compute-only    the step without communication: the floor
+  comm-only       push_pull of every gradient with no compute
+  FIFO            no scheduler: every chunk goes at once, in the order backward produced it
+  scheduled       priority (forward order) + credit at the default settings
+  grid            every (partition, credit) point; the best is reported
+
+and the ratios the targets are stated in: scheduled / FIFO and
+scheduled / max(compute-only, comm-only).
+
+  bench/proxy/run.py loopback [--workers 2 --servers 1]        every process on this host
+  sudo bench/proxy/run.py cluster [--rate 1gbit]                4 worker hosts, 2 server hosts (emulated)
+
+By default the compute of a step is set equal to the comm-only time measured first (the regime
+where overlap matters most); --compute-ms fixes it instead.
+"""
+import argparse
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "cluster"))
+from benchenv import clean_env, json_lines  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def log(*args):
+    print(*args, flush=True)
+
+
+class Loopback:
+    name = "loopback"
+
+    def __init__(self, a):
+        self.a = a
+        self.bin = Path(a.build_dir) / "bin"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def run(self, worker_args, env):
+        argv = [str(self.bin / "pslaunch"), "--workers", str(self.a.workers), "--servers", str(self.a.servers),
+                "--timeout", str(self.a.job_timeout), "--", str(self.bin / "syncline-bench-layered"), *worker_args]
+        out = subprocess.run(argv, env=clean_env(dict(env, SYNCLINE_LOG_LEVEL="warn", SYNCLINE_SHM="0")),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=self.a.job_timeout + 30)
+        if out.returncode != 0:
+            raise RuntimeError(f"job failed ({out.returncode}): {' '.join(argv)}\n{out.stdout[-3000:]}")
+        return [r for r in json_lines(out.stdout) if "step_ms" in r]
+
+
+class Cluster:
+    name = "emulated cluster"
+
+    def __init__(self, a):
+        import jobs
+        import netcluster
+        self.jobs, self.netcluster, self.a = jobs, netcluster, a
+        self.layout = jobs.Layout(a.workers, a.servers, a.colocate)
+
+    def __enter__(self):
+        self.c = self.netcluster.EmulatedCluster(self.layout.hosts, rate=self.a.rate, timeout=self.a.timeout)
+        self.c.__enter__()
+        log(f"emulated cluster: {self.layout.hosts} hosts, links {self.netcluster.format_rate(self.c.rate)} each way; "
+            f"{self.a.workers} workers, {self.a.servers} servers{' colocated' if self.a.colocate else ' on their own hosts'}")
+        return self
+
+    def __exit__(self, *exc):
+        return self.c.__exit__(*exc)
+
+    def run(self, worker_args, env):
+        command = [self.jobs.binary("syncline-bench-layered"), *worker_args]
+        job = self.jobs.start_job(self.c, self.layout, command, dict(env, SYNCLINE_LOG_LEVEL="warn"),
+                                  timeout=self.a.job_timeout)
+        codes = job.wait(self.a.job_timeout + 10)
+        if any(code != 0 for code in codes):
+            raise RuntimeError("job failed: " + "; ".join(
+                f"{p.name}: exit {code}\n{p.output()[-2000:]}" for p, code in zip(job.procs, codes) if code != 0))
+        return [r for p in job.workers for r in json_lines(p.output()) if "step_ms" in r]
+
+
+def step(platform, a, compute, compute_ms, env, communicate=True):
+    """Median over workers of each worker's median step time, in ms."""
+    args = ["--model", a.model, "--scale", str(a.scale), "--compute", compute, "--compute-ms", str(compute_ms),
+            "--iterations", str(a.iterations), "--warmup", str(a.warmup), "--quiet"]
+    if not communicate:
+        args.append("--no-communication")
+    rows = platform.run(args, env)
+    if len(rows) != a.workers:
+        raise RuntimeError(f"expected {a.workers} results, got {rows}")
+    return statistics.median(r["step_ms"] for r in rows), rows[0]
+
+
+def fifo_env(partition):
+    return {"SYNCLINE_SCHEDULING": "fifo", "SYNCLINE_SCHEDULING_CREDIT": "0", "SYNCLINE_PARTITION_BYTES": partition}
+
+
+def scheduled_env(partition, credit_partitions):
+    return {"SYNCLINE_SCHEDULING": "priority", "SYNCLINE_PARTITION_BYTES": partition,
+            "SYNCLINE_SCHEDULING_CREDIT": credit_partitions * partition}
+
+
+def bench(platform, a):
+    results = []
+    for compute in a.compute.split(","):
+        comm, info = step(platform, a, "sleep", 0, fifo_env(MIB))
+        compute_ms = a.compute_ms if a.compute_ms is not None else comm
+        log(f"\n{platform.name}, {a.model} x{a.scale} ({info['layers']} layers, {info['grad_bytes'] / MIB:.1f} MiB of "
+            f"gradients per worker), compute {compute} {compute_ms:.0f} ms per step")
+        log(f"  comm-only            {comm:8.1f} ms")
+        floor, _ = step(platform, a, compute, compute_ms, {}, communicate=False)
+        log(f"  compute-only         {floor:8.1f} ms")
+        fifo, _ = step(platform, a, compute, compute_ms, fifo_env(MIB))
+        log(f"  FIFO (no scheduler)  {fifo:8.1f} ms")
+        default, _ = step(platform, a, compute, compute_ms, {})
+        log(f"  scheduled (default)  {default:8.1f} ms   {default / fifo:.2f} x FIFO, "
+            f"{default / max(floor, comm):.2f} x max(compute, comm)")
+        grid = {}
+        for partition in [int(p) for p in a.partitions.split(",")]:
+            for credit in [int(c) for c in a.credits.split(",")]:
+                grid[(partition, credit)], _ = step(platform, a, compute, compute_ms, scheduled_env(partition, credit))
+                log(f"  grid {partition // 1024:5d} KiB x {credit:2d} credit {grid[(partition, credit)]:8.1f} ms")
+        best = min(grid, key=grid.get)
+        log(f"  best grid point: {best[0] // 1024} KiB partitions, credit {best[1]} partitions: {grid[best]:.1f} ms, "
+            f"{grid[best] / fifo:.2f} x FIFO, {grid[best] / max(floor, comm):.2f} x max(compute, comm)")
+        results.append(dict(compute=compute, compute_ms=compute_ms, comm=comm, floor=floor, fifo=fifo,
+                            default=default, grid=grid, best=best))
+    return results
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("where", choices=["loopback", "cluster"])
+    p.add_argument("--model", default="vgg16", choices=["vgg16", "resnet50"])
+    p.add_argument("--scale", type=float, default=None, help="fraction of the parameters (default: 1/32 loopback, 1/16 cluster)")
+    p.add_argument("--compute", default="sleep,cpu", help="compute kinds: sleep (GPU-like), cpu (busy arithmetic)")
+    p.add_argument("--compute-ms", type=float, help="compute per step (default: the comm-only time)")
+    p.add_argument("--iterations", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--partitions", default=f"{256 * 1024},{MIB},{4 * MIB}")
+    p.add_argument("--credits", default="1,2,4,8,16", help="credit grid, in partitions")
+    p.add_argument("--workers", type=int)
+    p.add_argument("--servers", type=int)
+    p.add_argument("--colocate", action="store_true", help="cluster: servers on the worker hosts")
+    p.add_argument("--rate", default="1gbit", help="cluster: link rate each way")
+    p.add_argument("--timeout", type=float, default=3000, help="cluster: the whole run's deadline")
+    p.add_argument("--job-timeout", type=int, default=300)
+    p.add_argument("--build-dir", default=str(ROOT / "build"))
+    a = p.parse_args(argv)
+    cluster = a.where == "cluster"
+    a.workers = a.workers or (4 if cluster else 2)
+    a.servers = a.servers or (2 if cluster else 1)
+    a.scale = a.scale or (1 / 16 if cluster else 1 / 32)
+    with (Cluster(a) if cluster else Loopback(a)) as platform:
+        bench(platform, a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
