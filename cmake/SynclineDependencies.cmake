@@ -10,6 +10,7 @@ find_package(GTest REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
 
 set(SYNCLINE_WITH_CUDA AUTO CACHE STRING "Build CUDA device-copy support (ON, OFF, AUTO)")
 set(SYNCLINE_WITH_NCCL AUTO CACHE STRING "Build NCCL local reduce support (ON, OFF, AUTO)")

@@ -131,6 +131,11 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SCHEDULING", {}, Text(&Settings::scheduling, {"priority", "fifo"})},
       {"SYNCLINE_SCHEDULING_CREDIT", {}, Integer(&Settings::scheduling_credit, 0, 1ll << 40)},
       {"BYTEPS_SCHEDULING_CREDIT", {}, Integer(&Settings::byteps_scheduling_credit, 0, 1 << 20)},
+      {"SYNCLINE_TRACE", {{"BYTEPS_TRACE_ON", 1}}, Boolean(&Settings::trace)},
+      {"SYNCLINE_TRACE_DIR", {{"BYTEPS_TRACE_DIR", 1}}, Text(&Settings::trace_dir)},
+      {"SYNCLINE_TRACE_START_STEP", {{"BYTEPS_TRACE_START_STEP", 1}},
+       Integer(&Settings::trace_start_step, 0, 1ll << 40)},
+      {"SYNCLINE_TRACE_END_STEP", {{"BYTEPS_TRACE_END_STEP", 1}}, Integer(&Settings::trace_end_step, 0, 1ll << 40)},
       {"SYNCLINE_LOG_LEVEL", {{"BYTEPS_LOG_LEVEL", 1}},
        [](Settings& s, const std::string& text, long long) -> Status {
          std::string lower;
@@ -201,6 +206,9 @@ Status Settings::Validate() const {
     return InvalidArgument("heartbeat timeout (" + std::to_string(heartbeat_timeout_ms) +
                            " ms) must exceed the heartbeat interval (" + std::to_string(heartbeat_interval_ms) +
                            " ms)");
+  if (trace_end_step < trace_start_step)
+    return InvalidArgument("trace end step (" + std::to_string(trace_end_step) + ") is before its start step (" +
+                           std::to_string(trace_start_step) + ")");
   if (scheduler_host.empty()) return InvalidArgument("scheduler host is empty");
   if (host.empty()) return InvalidArgument("host is empty");
   return Status::Ok();

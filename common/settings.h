@@ -109,6 +109,18 @@ struct Settings {
   // BYTEPS_SCHEDULING_CREDIT, in BytePS's unit: partitions; 0 turns
   // scheduling off (unlimited credit), as in BytePS.
   std::optional<uint64_t> byteps_scheduling_credit;
+  // SYNCLINE_TRACE | BYTEPS_TRACE_ON. Each worker writes a Chrome-trace JSON
+  // (open it in Perfetto) of every chunk's stages and of the compute spans
+  // the framework glue reports, to SYNCLINE_TRACE_DIR/worker-<rank>.json at
+  // shutdown. Off: no event is recorded.
+  bool trace = false;
+  // SYNCLINE_TRACE_DIR | BYTEPS_TRACE_DIR. Where traces go.
+  std::string trace_dir = ".";
+  // SYNCLINE_TRACE_START_STEP / _END_STEP | BYTEPS_TRACE_START_STEP / _END_STEP.
+  // Training steps (counted by the framework glue from 0) to record; bounds
+  // the trace's memory on long runs. Default: steps 10 to 20, as BytePS.
+  int64_t trace_start_step = 10;
+  int64_t trace_end_step = 20;
   // SYNCLINE_LOG_LEVEL | BYTEPS_LOG_LEVEL. trace, debug, info, warn, error, off.
   std::string log_level = "info";
 

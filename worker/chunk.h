@@ -40,6 +40,7 @@ struct ChunkTask {
   // Order of posting, per worker: ties of priority go to the earlier chunk.
   uint64_t sequence = 0;
   std::shared_ptr<Operation> op;  // the push_pull this chunk belongs to
+  int64_t posted_us = 0;          // when it became ready (Timeline clock; set while tracing)
 };
 
 class ChunkScheduler {

@@ -19,7 +19,8 @@ void KvClient::Send(ChunkTask&& chunk) {
   const uint64_t request = next_request_++;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    in_flight_[request] = InFlight{chunk.op, chunk.index, chunk.server, chunk.length, true};
+    in_flight_[request] = InFlight{chunk.op, chunk.index, chunk.server, chunk.length, true, chunk.posted_us,
+                                   timeline_ ? Timeline::NowUs() : 0, 0};
   }
   Message m = MakeMessage(proto::PUSH, control_->my_id());
   m.header.set_key(chunk.key);
@@ -65,6 +66,7 @@ bool KvClient::Handle(Message& m) {
       return true;
     }
     credit = TakeCreditLocked(it->second);
+    if (timeline_ && op == proto::PUSH_ACK) it->second.acked_us = Timeline::NowUs();
     if (op != proto::PUSH_ACK) {
       entry = std::move(it->second);
       in_flight_.erase(it);
@@ -78,9 +80,18 @@ bool KvClient::Handle(Message& m) {
   } else if (m.payloads.size() != 1) {
     entry.op->Fail(Internal("malformed reply for tensor '" + entry.op->tensor_name() + "'"));
   } else {
+    if (timeline_) Trace(entry, Timeline::NowUs());
     entry.op->OnReply(entry.chunk, std::move(m.payloads.front()));
   }
   return true;
+}
+
+void KvClient::Trace(const InFlight& chunk, int64_t replied_us) const {
+  const std::string track = chunk.op->tensor_name() + " #" + std::to_string(chunk.chunk);
+  if (chunk.posted_us > 0) timeline_->Span("queued", "chunk", track, chunk.posted_us, chunk.sent_us);
+  const int64_t acked = chunk.acked_us > 0 ? chunk.acked_us : replied_us;
+  timeline_->Span("push", "chunk", track, chunk.sent_us, acked);
+  timeline_->Span("sum", "chunk", track, acked, replied_us);
 }
 
 void KvClient::FailAll(const Status& status) {

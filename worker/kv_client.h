@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "common/settings.h"
+#include "common/timeline.h"
 #include "scheduler/client.h"
 #include "transport/transport.h"
 #include "worker/chunk.h"
@@ -38,6 +39,9 @@ class KvClient {
   bool Handle(Message& m);
   // Fails every chunk in flight with `status`.
   void FailAll(const Status& status);
+  // Records each chunk's stages (queued, push until the server's ack, sum
+  // until the reply) as spans; set before the first Send, or never.
+  void SetTimeline(Timeline* timeline) { timeline_ = timeline; }
 
  private:
   struct InFlight {
@@ -46,7 +50,9 @@ class KvClient {
     int32_t server = -1;
     uint64_t bytes = 0;
     bool holds_credit = true;
+    int64_t posted_us = 0, sent_us = 0, acked_us = 0;  // while tracing
   };
+  void Trace(const InFlight& chunk, int64_t replied_us) const;
   // Lock held: gives the entry's credit back once.
   uint64_t TakeCreditLocked(InFlight& entry);
 
@@ -54,6 +60,7 @@ class KvClient {
   const SchedulerClient* const control_;
   const int request_timeout_ms_;
   const Release release_;
+  Timeline* timeline_ = nullptr;
   std::atomic<uint64_t> next_request_{1};
   std::mutex mu_;
   std::unordered_map<uint64_t, InFlight> in_flight_;  // GUARDED_BY(mu_), by request id

@@ -84,6 +84,12 @@ Status Worker::Start(const std::string& listen_address) {
   const auto servers = client_.NodesOf(proto::SERVER);
   for (const auto& s : servers) SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));
   MarkColocatedPeers(shm_, servers);
+  if (settings_.trace) {
+    timeline_ = std::make_unique<Timeline>(Timeline::Options{
+        settings_.trace_dir + "/worker-" + std::to_string(rank()) + ".json", rank(), "worker " + std::to_string(rank()),
+        settings_.trace_start_step, settings_.trace_end_step});
+    kv_.SetTimeline(timeline_.get());
+  }
   SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers", client_.my_rank(), settings_.num_workers,
                     client_.NodesOf(proto::SERVER).size());
   return Status::Ok();
@@ -165,7 +171,8 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
     for (size_t i = 0; i < tensor.chunks.size(); ++i) {
       const proto::ChunkPlacement& c = tensor.chunks[i];
       chunks.push_back(ChunkTask{id, i, c.key(), c.server_id(), c.offset_bytes(), c.length_bytes(), round,
-                                 tensor.dtype, options.average, options.priority, next_sequence_++, op});
+                                 tensor.dtype, options.average, options.priority, next_sequence_++, op,
+                                 timeline_ ? Timeline::NowUs() : 0});
     }
     std::erase_if(ops_, [](const auto& w) { return w.expired(); });
     ops_.push_back(op);
@@ -223,6 +230,14 @@ Status Worker::Shutdown() {
     if (!st.ok() && result.ok()) result = st;
   }
   if (result.ok()) result = client_.health();
+  if (timeline_) {
+    Status written = timeline_->Write();
+    if (written.ok())
+      SYNCLINE_LOG_INFO("trace of steps {}-{} written to {}: {} spans", settings_.trace_start_step,
+                        settings_.trace_end_step, timeline_->path(), timeline_->num_spans());
+    else
+      SYNCLINE_LOG_WARN("{}", written.message());
+  }
   if (result.ok()) {
     result = client_.Finish();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let FINISH leave before the socket closes

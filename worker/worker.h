@@ -30,6 +30,7 @@
 
 #include "common/dtype.h"
 #include "common/settings.h"
+#include "common/timeline.h"
 #include "scheduler/client.h"
 #include "transport/shm/shm_endpoint.h"
 #include "transport/transport.h"
@@ -87,6 +88,11 @@ class Worker {
   // done. Later calls return the first result.
   Status Shutdown();
 
+  // The trace of this worker (settings: trace), or null when tracing is off.
+  // Framework glue calls BeginStep at each training step and reports its
+  // compute as spans; Shutdown writes the file.
+  Timeline* timeline() { return timeline_.get(); }
+
   // Traffic through shared memory (zeros when it is off or unused).
   ShmEndpoint::ShmStats shm_stats() const { return shm_ ? shm_->shm_stats() : ShmEndpoint::ShmStats{}; }
 
@@ -114,6 +120,7 @@ class Worker {
   ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
   std::unique_ptr<Endpoint> endpoint_;
   SchedulerClient client_;
+  std::unique_ptr<Timeline> timeline_;  // set in Start, before any push_pull
   KvClient kv_;
   std::unique_ptr<ChunkScheduler> chunk_scheduler_;  // after kv_: stops sending before kv_ goes
   std::atomic<uint64_t> next_sequence_{0};

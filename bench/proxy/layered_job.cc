@@ -79,14 +79,21 @@ Status Run(const Options& o) {
   std::vector<OpHandle> synced(layers.size());
   std::vector<double> steps;
   SYNCLINE_RETURN_IF_ERROR(worker->Barrier());
+  Timeline* trace = worker->timeline();  // null unless SYNCLINE_TRACE / BYTEPS_TRACE_ON
+  auto compute = [&](const std::string& span, double ms) {
+    const int64_t begin = trace ? Timeline::NowUs() : 0;
+    Compute(ms, cpu);
+    if (trace) trace->Span(span, "compute", "compute", begin, Timeline::NowUs());
+  };
   for (int it = 0; it < total; ++it) {
+    if (trace) trace->BeginStep();
     const auto start = Clock::now();
     for (size_t l = 0; l < layers.size(); ++l) {
       if (o.communicate && it > 0) SYNCLINE_RETURN_IF_ERROR(synced[l].Wait(worker->DefaultDeadline()));
-      Compute(forward_ms * layers[l].macs / total_macs, cpu);
+      compute("forward " + layers[l].name, forward_ms * layers[l].macs / total_macs);
     }
     for (size_t l = layers.size(); l-- > 0;) {
-      Compute(2 * forward_ms * layers[l].macs / total_macs, cpu);
+      compute("backward " + layers[l].name, 2 * forward_ms * layers[l].macs / total_macs);
       if (!o.communicate) continue;
       PushPullOptions p{/*average=*/true, /*priority=*/-static_cast<int64_t>(l), nullptr};
       SYNCLINE_ASSIGN_OR_RETURN(synced[l], worker->PushPull(ids[l], grads[l].data(), p));

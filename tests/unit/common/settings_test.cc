@@ -127,6 +127,10 @@ TEST(SettingsTest, BytePsAndDmlcAliases) {
           {"BYTEPS_SERVER_ENGINE_THREAD", "8"},
           {"BYTEPS_OMP_THREAD_PER_GPU", "3"},
           {"BYTEPS_LOG_LEVEL", "DEBUG"},
+          {"BYTEPS_TRACE_ON", "1"},
+          {"BYTEPS_TRACE_DIR", "/tmp/traces"},
+          {"BYTEPS_TRACE_START_STEP", "3"},
+          {"BYTEPS_TRACE_END_STEP", "5"},
       },
       &warnings);
   EXPECT_TRUE(warnings.empty()) << "known aliases must not warn; first: " << warnings.front();
@@ -145,6 +149,10 @@ TEST(SettingsTest, BytePsAndDmlcAliases) {
   EXPECT_EQ(s.server_threads, 8);
   EXPECT_EQ(s.sum_threads, 3);
   EXPECT_EQ(s.log_level, "debug");
+  EXPECT_TRUE(s.trace);
+  EXPECT_EQ(s.trace_dir, "/tmp/traces");
+  EXPECT_EQ(s.trace_start_step, 3);
+  EXPECT_EQ(s.trace_end_step, 5);
 }
 
 // SYNCLINE_SCHEDULING_CREDIT is in bytes; BytePS's name keeps BytePS's unit,
@@ -163,6 +171,12 @@ TEST(SettingsTest, SchedulingCreditInBytesOrInBytePsPartitions) {
   EXPECT_EQ(MustParse({{"SYNCLINE_PARTITION_BYTES", "65536"}}).SchedulingCreditBytes(), 4u * 65536u);
   EXPECT_TRUE(warnings.empty()) << "the credit is enforced now: nothing to warn about";
   EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SCHEDULING", "lifo"}}).ok());
+}
+
+TEST(SettingsTest, TraceStepsMustBeInOrder) {
+  auto s = Settings::FromEnvironment({{"SYNCLINE_TRACE_START_STEP", "9"}, {"SYNCLINE_TRACE_END_STEP", "2"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("trace end step"), std::string::npos) << s.status().ToString();
 }
 
 TEST(SettingsTest, CanonicalNameWinsOverAlias) {

@@ -6,8 +6,13 @@
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <unistd.h>
 
 #include "proxy/credit_scheduler.h"
 #include "tests/unit/testing/in_process_job.h"
@@ -188,6 +193,71 @@ TEST(ScheduledJobDeterminism, SumsAreBitIdenticalWithAndWithoutTheProxy) {
           << "workers disagree";
     }
   }
+}
+
+// With tracing on, each worker writes at Shutdown a Chrome trace holding, for
+// every chunk of every recorded step, its queued, push and sum spans in that
+// order, and the compute spans the caller reported; steps outside the range
+// leave nothing.
+TEST(ScheduledJobTrace, EveryChunkOfTheRecordedStepsHasItsStagesInOrder) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("syncline-trace-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  InProcessJob::Options o = CreditJob("loopback", 2 * 4096);
+  o.trace_dir = dir;  // steps 0 and 1
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  constexpr size_t kElements = 3000;  // 3 chunks of 4 KiB
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    Timeline* trace = w.timeline();
+    if (trace == nullptr) return Internal("tracing is on, but the worker has no timeline");
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId a, w.Declare("a", DType::kFloat32, kElements));
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId b, w.Declare("b", DType::kFloat32, 10));
+    std::vector<float> va(kElements, 1.0f), vb(10, 1.0f);
+    for (int step = 0; step < 3; ++step) {
+      trace->BeginStep();
+      const int64_t begin = Timeline::NowUs();
+      trace->Span("backward", "compute", "compute", begin, begin + 100);
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle ha, w.PushPull(a, va.data(), PushPullOptions{true, -1, nullptr}));
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle hb, w.PushPull(b, vb.data(), PushPullOptions{true, 0, nullptr}));
+      SYNCLINE_RETURN_IF_ERROR(ha.Wait(Deadline::AfterMs(10000)));
+      SYNCLINE_RETURN_IF_ERROR(hb.Wait(Deadline::AfterMs(10000)));
+    }
+    return Status::Ok();
+  }));
+  ASSERT_TRUE(job.Finish().ok());  // Shutdown writes the traces
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("worker " + std::to_string(rank));
+    std::ifstream in(dir + "/worker-" + std::to_string(rank) + ".json");
+    ASSERT_TRUE(in.good()) << "no trace file";
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    std::map<int, std::string> rows;
+    std::map<std::string, std::vector<nlohmann::json>> spans_by_row;
+    int compute = 0;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] == "M" && e["name"] == "thread_name") rows[e["tid"]] = e["args"]["name"];
+    }
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      EXPECT_EQ(e["pid"], rank);
+      if (e["cat"] == "compute") ++compute;
+      if (e["cat"] == "chunk") spans_by_row[rows.at(e["tid"])].push_back(e);
+    }
+    EXPECT_EQ(compute, 2) << "steps 0 and 1 only";
+    ASSERT_EQ(spans_by_row.size(), 4u) << "a #0-#2 and b #0";
+    for (const auto& [row, spans] : spans_by_row) {
+      ASSERT_EQ(spans.size(), 6u) << row << ": queued, push, sum in each of the two recorded steps";
+      for (size_t i = 0; i < spans.size(); ++i) {
+        EXPECT_EQ(spans[i]["name"], (std::vector<std::string>{"queued", "push", "sum"})[i % 3]) << row;
+        if (i > 0) {
+          const int64_t end_before = spans[i - 1]["ts"].get<int64_t>() + spans[i - 1]["dur"].get<int64_t>();
+          EXPECT_LE(end_before, spans[i]["ts"].get<int64_t>()) << row << ": stages out of order";
+        }
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ class InProcessJob {
     int request_timeout_ms = 20000;
     int external_workers = 0;  // of `workers`, how many the test starts itself
     bool shm = false;          // payloads through shared memory (all nodes share this process)
+    std::string trace_dir;     // set: workers trace steps 0-1 into it
     // Makes each worker's chunk scheduler, given its rank (unset: SendAtOnce).
     std::function<std::unique_ptr<ChunkScheduler>(int rank)> chunk_scheduler;
   };
@@ -62,6 +63,10 @@ class InProcessJob {
     s.server_threads = 2;
     s.sum_threads = 1;
     s.transport = options_.transport == "loopback" ? "tcp" : options_.transport;
+    s.trace = !options_.trace_dir.empty();
+    s.trace_dir = options_.trace_dir;
+    s.trace_start_step = 0;
+    s.trace_end_step = 1;
     return s;
   }
 
