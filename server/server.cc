@@ -4,7 +4,7 @@
 
 #include "common/logging.h"
 #include "transport/factory.h"
-#include "transport/shm/colocation.h"
+#include "transport/node_endpoint.h"
 
 namespace syncline {
 namespace {

@@ -14,11 +14,11 @@
 
 #include "common/buffer.h"
 #include "common/settings.h"
-#include "scheduler/client.h"
+#include "control/client.h"
 #include "server/key_store.h"
 #include "summation/engine.h"
 #include "summation/lanes.h"
-#include "transport/shm/shm_endpoint.h"
+#include "transport/node_endpoint.h"
 #include "transport/transport.h"
 
 namespace syncline {

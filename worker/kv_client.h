@@ -19,7 +19,7 @@
 
 #include "common/settings.h"
 #include "common/timeline.h"
-#include "scheduler/client.h"
+#include "control/client.h"
 #include "transport/transport.h"
 #include "worker/chunk.h"
 

@@ -5,7 +5,7 @@
 
 #include "common/logging.h"
 #include "transport/factory.h"
-#include "transport/shm/colocation.h"
+#include "transport/node_endpoint.h"
 #include "transport/wire.h"
 #include "worker/gpu/device_staging.h"
 

@@ -112,31 +112,65 @@ def scheduled_env(partition, credit_partitions):
 
 
 def bench(platform, a):
+    """Every configuration once per repeat, repeats interleaved (a slow phase of the machine hits all
+    alike); each figure is the median over repeats."""
     results = []
     for compute in a.compute.split(","):
         comm, info = step(platform, a, "sleep", 0, fifo_env(MIB))
         compute_ms = a.compute_ms if a.compute_ms is not None else comm
         log(f"\n{platform.name}, {a.model} x{a.scale} ({info['layers']} layers, {info['grad_bytes'] / MIB:.1f} MiB of "
-            f"gradients per worker), compute {compute} {compute_ms:.0f} ms per step")
-        log(f"  comm-only            {comm:8.1f} ms")
-        floor, _ = step(platform, a, compute, compute_ms, {}, communicate=False)
-        log(f"  compute-only         {floor:8.1f} ms")
-        fifo, _ = step(platform, a, compute, compute_ms, fifo_env(MIB))
-        log(f"  FIFO (no scheduler)  {fifo:8.1f} ms")
-        default, _ = step(platform, a, compute, compute_ms, {})
-        log(f"  scheduled (default)  {default:8.1f} ms   {default / fifo:.2f} x FIFO, "
-            f"{default / max(floor, comm):.2f} x max(compute, comm)")
-        grid = {}
+            f"gradients per worker), compute {compute} {compute_ms:.0f} ms per step, medians of {a.repeats}")
+        configs = {"comm-only": ("sleep", 0, fifo_env(MIB), True),
+                   "compute-only": (compute, compute_ms, {}, False),
+                   "FIFO": (compute, compute_ms, fifo_env(MIB), True),
+                   "scheduled (default)": (compute, compute_ms, {}, True)}
         for partition in [int(p) for p in a.partitions.split(",")]:
             for credit in [int(c) for c in a.credits.split(",")]:
-                grid[(partition, credit)], _ = step(platform, a, compute, compute_ms, scheduled_env(partition, credit))
-                log(f"  grid {partition // 1024:5d} KiB x {credit:2d} credit {grid[(partition, credit)]:8.1f} ms")
+                configs[(partition, credit)] = (compute, compute_ms, scheduled_env(partition, credit), True)
+        samples = {k: [] for k in configs}
+        for r in range(a.repeats):
+            for k, (kind, ms, env, communicate) in configs.items():
+                samples[k].append(step(platform, a, kind, ms, env, communicate)[0])
+                label = k if isinstance(k, str) else f"{k[0] // 1024} KiB x {k[1]} credit"
+                log(f"  [repeat {r + 1}/{a.repeats}] {label:24s} {samples[k][-1]:8.1f} ms")
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        comm, floor, fifo, default = med["comm-only"], med["compute-only"], med["FIFO"], med["scheduled (default)"]
+        grid = {k: v for k, v in med.items() if not isinstance(k, str)}
         best = min(grid, key=grid.get)
+        bound = max(floor, comm)
+        log(f"\n  {'configuration':32s} {'step ms':>8s} {'x FIFO':>7s} {'x max(compute, comm)':>21s}")
+        for k, v in med.items():
+            label = k if isinstance(k, str) else f"priority, {k[0] // 1024} KiB x credit {k[1]}"
+            log(f"  {label:32s} {v:8.1f} {v / fifo:7.2f} {v / bound:21.2f}")
         log(f"  best grid point: {best[0] // 1024} KiB partitions, credit {best[1]} partitions: {grid[best]:.1f} ms, "
-            f"{grid[best] / fifo:.2f} x FIFO, {grid[best] / max(floor, comm):.2f} x max(compute, comm)")
-        results.append(dict(compute=compute, compute_ms=compute_ms, comm=comm, floor=floor, fifo=fifo,
-                            default=default, grid=grid, best=best))
+            f"{grid[best] / fifo:.2f} x FIFO, {grid[best] / bound:.2f} x max(compute, comm); "
+            f"default {default / fifo:.2f} x FIFO")
+        results.append(dict(compute=compute, compute_ms=compute_ms, median=med, best=best))
     return results
+
+
+def trace(platform, a):
+    """FIFO and scheduled (--trace-partition x --trace-credit), traced, and a picture of one step."""
+    compute = a.compute.split(",")[0]
+    comm, _ = step(platform, a, "sleep", 0, fifo_env(MIB))
+    compute_ms = a.compute_ms if a.compute_ms is not None else comm
+    traced = dict(SYNCLINE_TRACE="1", SYNCLINE_TRACE_START_STEP=a.warmup, SYNCLINE_TRACE_END_STEP=a.warmup + 2)
+    panels = []
+    for name, env in [("FIFO", fifo_env(MIB)), ("scheduled", scheduled_env(a.trace_partition, a.trace_credit))]:
+        out = Path(a.trace) / name.lower()
+        ms, _ = step(platform, a, compute, compute_ms, dict(env, SYNCLINE_TRACE_DIR=str(out), **traced))
+        log(f"  {name:10s} {ms:8.1f} ms per step; traces in {out}")
+        panels.append(f"{name} ({env_label(env)})={out / 'worker-0.json'}")
+    svg = Path(a.trace) / "timeline.svg"
+    subprocess.run([sys.executable, str(Path(__file__).with_name("timeline_svg.py")), "--step", "1", "--out", str(svg),
+                    *panels], check=True)
+
+
+def env_label(env):
+    if env.get("SYNCLINE_SCHEDULING") == "fifo":
+        return "all chunks at once, 1 MiB partitions"
+    p = int(env["SYNCLINE_PARTITION_BYTES"])
+    return f"priority, {p // 1024} KiB partitions, credit {int(env['SYNCLINE_SCHEDULING_CREDIT']) // p}"
 
 
 def main(argv=None):
@@ -147,6 +181,7 @@ def main(argv=None):
     p.add_argument("--compute", default="sleep,cpu", help="compute kinds: sleep (GPU-like), cpu (busy arithmetic)")
     p.add_argument("--compute-ms", type=float, help="compute per step (default: the comm-only time)")
     p.add_argument("--iterations", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--partitions", default=f"{256 * 1024},{MIB},{4 * MIB}")
     p.add_argument("--credits", default="1,2,4,8,16", help="credit grid, in partitions")
@@ -157,13 +192,16 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=3000, help="cluster: the whole run's deadline")
     p.add_argument("--job-timeout", type=int, default=300)
     p.add_argument("--build-dir", default=str(ROOT / "build"))
+    p.add_argument("--trace", metavar="DIR", help="instead: trace FIFO and one scheduled point into DIR and draw a step")
+    p.add_argument("--trace-partition", type=int, default=256 * 1024)
+    p.add_argument("--trace-credit", type=int, default=4, help="in partitions")
     a = p.parse_args(argv)
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
     a.servers = a.servers or (2 if cluster else 1)
     a.scale = a.scale or (1 / 16 if cluster else 1 / 32)
     with (Cluster(a) if cluster else Loopback(a)) as platform:
-        bench(platform, a)
+        trace(platform, a) if a.trace else bench(platform, a)
     return 0
 
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <thread>
 
-#include "scheduler/client.h"
+#include "control/client.h"
 #include "transport/loopback/loopback_network.h"
 
 namespace syncline {

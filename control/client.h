@@ -2,6 +2,8 @@
 // registers the node, receives the address book, sends heartbeats and notices
 // a silent scheduler, runs barriers and tensor declarations, and turns an
 // abort (from the scheduler, or its own) into a Status every wait returns.
+// It is its own component (control/), apart from the scheduler role, so that
+// servers and workers depend on it and not on the scheduler's internals.
 //
 // Thread-safety: all methods may be called from any thread; the node feeds
 // control messages from its endpoint's I/O thread through Handle().

@@ -1,4 +1,4 @@
-#include "scheduler/client.h"
+#include "control/client.h"
 
 #include <unistd.h>
 

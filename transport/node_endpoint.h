@@ -1,5 +1,8 @@
-// Colocation: wraps a node's endpoint in a ShmEndpoint when shared memory is
-// on, and marks the peers of the address book that share this machine.
+// The endpoint of a server or worker, as both roles build it: the transport
+// the settings name (transport/factory.h), wrapped in a ShmEndpoint when
+// shared memory is on, whose colocated peers (same machine, from the address
+// book) then exchange messages through shared memory. Roles include this
+// header, not the shm/ internals.
 #pragma once
 
 #include <memory>
