@@ -109,6 +109,12 @@ struct Settings {
   // BYTEPS_SCHEDULING_CREDIT, in BytePS's unit: partitions; 0 turns
   // scheduling off (unlimited credit), as in BytePS.
   std::optional<uint64_t> byteps_scheduling_credit;
+  // SYNCLINE_AUTOTUNE. Where the framework glue reports training steps, the
+  // proxy's online tuner searches the partition size and the credit from
+  // measured step times (a few dozen steps), then keeps the best; every
+  // worker switches at the same step. Off: the settings above hold. Ignored
+  // with SYNCLINE_SCHEDULING=fifo or an unlimited credit.
+  bool autotune = true;
   // SYNCLINE_TRACE | BYTEPS_TRACE_ON. Each worker writes a Chrome-trace JSON
   // (open it in Perfetto) of every chunk's stages and of the compute spans
   // the framework glue reports, to SYNCLINE_TRACE_DIR/worker-<rank>.json at

@@ -5,9 +5,11 @@
 
 #include "common/node_main.h"
 #include "proxy/scheduled_worker.h"
+#include "proxy/step_tuner.h"
 
 struct syncline_worker {
   std::unique_ptr<syncline::Worker> worker;
+  std::unique_ptr<syncline::StepTuner> tuner;  // when the settings let it run
 };
 struct syncline_op {
   syncline::OpHandle handle;
@@ -35,7 +37,8 @@ int syncline_init(syncline_worker** out) {
   syncline::InitNodeLogging(syncline::Role::kWorker, *settings, warnings);
   auto worker = syncline::CreateScheduledWorker(*settings);
   if (!worker.ok()) return Report(worker.status());
-  *out = new syncline_worker{std::move(worker).value()};
+  *out = new syncline_worker{std::move(worker).value(), nullptr};
+  if (syncline::StepTuner::Enabled(*settings)) (*out)->tuner = std::make_unique<syncline::StepTuner>((*out)->worker.get());
   return Report(syncline::Status::Ok());
 }
 
@@ -78,6 +81,20 @@ int syncline_wait(syncline_op* op, int64_t timeout_ms) {
 }
 
 void syncline_op_free(syncline_op* op) { delete op; }
+
+int syncline_begin_step(syncline_worker* w) {
+  if (!w) return Report(syncline::InvalidArgument("syncline_begin_step: null worker"));
+  if (auto* trace = w->worker->timeline()) trace->BeginStep();
+  return Report(w->tuner ? w->tuner->BeginStep() : syncline::Status::Ok());
+}
+
+int64_t syncline_now_us(void) { return syncline::Timeline::NowUs(); }
+
+int syncline_trace_span(syncline_worker* w, const char* name, int64_t start_us, int64_t end_us) {
+  if (!w || !name) return Report(syncline::InvalidArgument("syncline_trace_span: null argument"));
+  if (auto* trace = w->worker->timeline()) trace->Span(name, "compute", "compute", start_us, end_us);
+  return Report(syncline::Status::Ok());
+}
 
 int syncline_broadcast(syncline_worker* w, uint32_t id, void* data, int root) {
   if (!w) return Report(syncline::InvalidArgument("syncline_broadcast: null worker"));

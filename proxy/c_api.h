@@ -49,6 +49,15 @@ SYNCLINE_EXPORT int syncline_poll(const syncline_op* op);
 SYNCLINE_EXPORT int syncline_wait(syncline_op* op, int64_t timeout_ms);
 /* Frees the handle (the operation itself goes on if it has not ended). */
 SYNCLINE_EXPORT void syncline_op_free(syncline_op* op);
+/* A training step begins (framework glue: at the start of each step, on
+ * every worker). Drives the online tuner (SYNCLINE_AUTOTUNE: while it
+ * searches, this is a collective that may switch partition and credit) and
+ * the trace's step range. */
+SYNCLINE_EXPORT int syncline_begin_step(syncline_worker* w);
+/* The trace's clock, in microseconds, and a compute span on the worker's
+ * trace (a no-op when tracing is off). */
+SYNCLINE_EXPORT int64_t syncline_now_us(void);
+SYNCLINE_EXPORT int syncline_trace_span(syncline_worker* w, const char* name, int64_t start_us, int64_t end_us);
 SYNCLINE_EXPORT int syncline_broadcast(syncline_worker* w, uint32_t id, void* data, int root);
 SYNCLINE_EXPORT int syncline_barrier(syncline_worker* w);
 /* Shuts the worker down and frees it. */

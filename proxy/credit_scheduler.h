@@ -45,7 +45,7 @@ class CreditScheduler final : public ChunkScheduler {
   void Stop(const Status& status) override;
 
   // Takes effect for the next admission (the tuner's knob).
-  void SetCredit(uint64_t credit_bytes);
+  void SetCredit(uint64_t credit_bytes) override;
   uint64_t credit() const;
   uint64_t bytes_in_flight() const;
   // The most bytes ever in flight at once.

@@ -59,6 +59,9 @@ class ChunkScheduler {
   virtual void Release(uint64_t bytes) = 0;
   // The job is over: queued chunks fail with `status`; later posts too.
   virtual void Stop(const Status& status) = 0;
+  // The tuner's knob: bytes of pushes in flight from the next admission on
+  // (0 = unlimited). Schedulers without a credit ignore it.
+  virtual void SetCredit(uint64_t credit_bytes) { (void)credit_bytes; }
 };
 
 // Admits every chunk at once, in the order posted, on the posting thread.

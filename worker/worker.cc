@@ -1,6 +1,8 @@
 #include "worker/worker.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "common/logging.h"
@@ -118,9 +120,45 @@ Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t 
   t.name = name;
   t.dtype = dtype;
   t.num_elements = num_elements;
-  t.chunks.assign(reply.chunks().begin(), reply.chunks().end());
+  t.partition = settings_.partition_bytes;
+  t.by_partition[t.partition].chunks.assign(reply.chunks().begin(), reply.chunks().end());
   by_name_[name] = reply.tensor_id();
   return reply.tensor_id();
+}
+
+Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
+  if (partition_bytes < 64) return InvalidArgument("a partition of " + std::to_string(partition_bytes) + " bytes is below 64");
+  proto::TensorSpec spec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id >= tensors_.size() || tensors_[id].name.empty())
+      return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
+    Tensor& t = tensors_[id];
+    if (t.by_partition.count(partition_bytes)) {
+      t.partition = partition_bytes;
+      return Status::Ok();
+    }
+    // Another tensor for the scheduler, with keys of its own; the name says
+    // which (a mismatch across workers then names both).
+    spec.set_name(t.name + " @" + std::to_string(partition_bytes) + "B");
+    spec.set_dtype(DTypeToWire(t.dtype));
+    spec.set_num_elements(t.num_elements);
+    spec.set_partition_bytes(partition_bytes);
+  }
+  SYNCLINE_ASSIGN_OR_RETURN(proto::DeclareReply reply, client_.Declare(spec, DefaultDeadline()));
+  std::lock_guard<std::mutex> lock(mu_);
+  Tensor& t = tensors_[id];
+  t.by_partition[partition_bytes].chunks.assign(reply.chunks().begin(), reply.chunks().end());
+  t.partition = partition_bytes;
+  return Status::Ok();
+}
+
+std::vector<TensorId> Worker::TensorIds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TensorId> ids;
+  for (const auto& [name, id] : by_name_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 Result<uint64_t> Worker::TensorBytes(TensorId id) {
@@ -160,16 +198,18 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
     if (id >= tensors_.size() || tensors_[id].name.empty())
       return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
     Tensor& tensor = tensors_[id];
-    if (data == nullptr && !tensor.chunks.empty()) return InvalidArgument("push_pull of '" + tensor.name + "' with no data");
-    const uint64_t round = tensor.rounds++;
+    Placement& placement = tensor.by_partition[tensor.partition];
+    if (data == nullptr && !placement.chunks.empty())
+      return InvalidArgument("push_pull of '" + tensor.name + "' with no data");
+    const uint64_t round = placement.rounds++;
     std::vector<uint64_t> offsets, lengths;
-    for (const auto& c : tensor.chunks) {
+    for (const auto& c : placement.chunks) {
       offsets.push_back(c.offset_bytes());
       lengths.push_back(c.length_bytes());
     }
     op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths, options.on_done);
-    for (size_t i = 0; i < tensor.chunks.size(); ++i) {
-      const proto::ChunkPlacement& c = tensor.chunks[i];
+    for (size_t i = 0; i < placement.chunks.size(); ++i) {
+      const proto::ChunkPlacement& c = placement.chunks[i];
       chunks.push_back(ChunkTask{id, i, c.key(), c.server_id(), c.offset_bytes(), c.length_bytes(), round,
                                  tensor.dtype, options.average, options.priority, next_sequence_++, op,
                                  timeline_ ? Timeline::NowUs() : 0});
@@ -208,7 +248,9 @@ Status Worker::Broadcast(TensorId id, void* data, int root) {
   } else if (rank() != root && bytes > 0) {
     std::memset(data, 0, bytes);
   }
-  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host, PushPullOptions{}));
+  // The caller blocks on it: ahead of every queued chunk.
+  const PushPullOptions urgent{false, std::numeric_limits<int64_t>::max(), nullptr};
+  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host, urgent));
   SYNCLINE_RETURN_IF_ERROR(op->Wait(DefaultDeadline()));
   return device ? DeviceStaging::CopyToDevice(data, host, bytes) : Status::Ok();
 }

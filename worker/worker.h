@@ -79,6 +79,14 @@ class Worker {
     return PushPull(id, data, PushPullOptions{average, 0, nullptr});
   }
   Result<OpHandle> PushPull(TensorId id, void* data, PushPullOptions options);
+  // Cuts tensor `id` into chunks of `partition_bytes` from its next
+  // push_pull on (new keys on the servers; push_pulls in flight keep theirs).
+  // Every worker must call it between the same two push_pulls of the tensor
+  // (the tuner switches all workers at one step); the first switch to a size
+  // waits until every worker declared it. Sums stay exact across switches.
+  Status Repartition(TensorId id, uint64_t partition_bytes);
+  // The ids of every declared tensor.
+  std::vector<TensorId> TensorIds() const;
   // Copies `data` of worker `root` into `data` of every worker (blocking).
   // FailedPrecondition in async mode, leaving `data` untouched.
   Status Broadcast(TensorId id, void* data, int root);
@@ -92,6 +100,8 @@ class Worker {
   // Framework glue calls BeginStep at each training step and reports its
   // compute as spans; Shutdown writes the file.
   Timeline* timeline() { return timeline_.get(); }
+  // Where this worker's chunks wait to be admitted (the tuner sets its credit).
+  ChunkScheduler* chunk_scheduler() { return chunk_scheduler_.get(); }
 
   // Traffic through shared memory (zeros when it is off or unused).
   ShmEndpoint::ShmStats shm_stats() const { return shm_ ? shm_->shm_stats() : ShmEndpoint::ShmStats{}; }
@@ -100,12 +110,17 @@ class Worker {
   Deadline DefaultDeadline() const { return Deadline::AfterMs(settings_.request_timeout_ms); }
 
  private:
+  // A tensor's chunks under one partition size, with their own keys.
+  struct Placement {
+    std::vector<proto::ChunkPlacement> chunks;
+    uint64_t rounds = 0;  // push_pulls started on these keys so far
+  };
   struct Tensor {
     std::string name;
     DType dtype;
     uint64_t num_elements = 0;
-    std::vector<proto::ChunkPlacement> chunks;
-    uint64_t rounds = 0;  // push_pulls started so far
+    uint64_t partition = 0;                      // the one push_pull uses now
+    std::map<uint64_t, Placement> by_partition;  // every one used so far
   };
   Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,
          std::unique_ptr<ChunkScheduler> chunk_scheduler);
@@ -126,7 +141,7 @@ class Worker {
   std::atomic<uint64_t> next_sequence_{0};
   const bool cuda_ = false;  // CUDA devices present: pointers may be device memory
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<Tensor> tensors_;                          // GUARDED_BY(mu_), index = TensorId
   std::map<std::string, TensorId> by_name_;              // GUARDED_BY(mu_)
   std::vector<std::weak_ptr<Operation>> ops_;            // GUARDED_BY(mu_), to wait for at shutdown

@@ -16,11 +16,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "bench/proxy/model_profiles.h"
 #include "common/node_main.h"
 #include "proxy/scheduled_worker.h"
+#include "proxy/step_tuner.h"
 
 namespace syncline {
 namespace {
@@ -80,6 +82,9 @@ Status Run(const Options& o) {
   std::vector<double> steps;
   SYNCLINE_RETURN_IF_ERROR(worker->Barrier());
   Timeline* trace = worker->timeline();  // null unless SYNCLINE_TRACE / BYTEPS_TRACE_ON
+  std::optional<StepTuner> tuner;        // SYNCLINE_AUTOTUNE (on by default)
+  if (o.communicate && StepTuner::Enabled(settings)) tuner.emplace(worker.get());
+  int settled_at = -1;
   auto compute = [&](const std::string& span, double ms) {
     const int64_t begin = trace ? Timeline::NowUs() : 0;
     Compute(ms, cpu);
@@ -88,6 +93,10 @@ Status Run(const Options& o) {
   for (int it = 0; it < total; ++it) {
     if (trace) trace->BeginStep();
     const auto start = Clock::now();
+    if (tuner) {
+      SYNCLINE_RETURN_IF_ERROR(tuner->BeginStep());
+      if (tuner->settled() && settled_at < 0) settled_at = it;
+    }
     for (size_t l = 0; l < layers.size(); ++l) {
       if (o.communicate && it > 0) SYNCLINE_RETURN_IF_ERROR(synced[l].Wait(worker->DefaultDeadline()));
       compute("forward " + layers[l].name, forward_ms * layers[l].macs / total_macs);
@@ -116,11 +125,14 @@ Status Run(const Options& o) {
   for (double s : steps) list += (list.empty() ? "" : ",") + std::to_string(s);
   std::printf("{\"rank\":%d,\"model\":\"%s\",\"layers\":%zu,\"grad_bytes\":%llu,\"compute\":\"%s\",\"compute_ms\":%.3f,"
               "\"communicate\":%s,\"scheduling\":\"%s\",\"credit\":%llu,\"partition\":%llu,\"step_ms\":%.3f,"
+              "\"tuned\":%s,\"tuned_partition\":%llu,\"tuned_credit_partitions\":%llu,\"settled_at\":%d,"
               "\"steps\":[%s]}\n",
               rank, o.model.c_str(), layers.size(), static_cast<unsigned long long>(grad_bytes), o.compute.c_str(),
               o.compute_ms, o.communicate ? "true" : "false", settings.scheduling.c_str(),
               static_cast<unsigned long long>(settings.SchedulingCreditBytes()),
-              static_cast<unsigned long long>(settings.partition_bytes), median, list.c_str());
+              static_cast<unsigned long long>(settings.partition_bytes), median, tuner ? "true" : "false",
+              static_cast<unsigned long long>(tuner ? tuner->current().partition_bytes : 0),
+              static_cast<unsigned long long>(tuner ? tuner->current().credit_partitions : 0), settled_at, list.c_str());
   std::fflush(stdout);
   return worker->Shutdown();
 }

@@ -90,10 +90,10 @@ class Cluster:
         return [r for p in job.workers for r in json_lines(p.output()) if "step_ms" in r]
 
 
-def step(platform, a, compute, compute_ms, env, communicate=True):
+def step(platform, a, compute, compute_ms, env, communicate=True, warmup=None):
     """Median over workers of each worker's median step time, in ms."""
     args = ["--model", a.model, "--scale", str(a.scale), "--compute", compute, "--compute-ms", str(compute_ms),
-            "--iterations", str(a.iterations), "--warmup", str(a.warmup), "--quiet"]
+            "--iterations", str(a.iterations), "--warmup", str(a.warmup if warmup is None else warmup), "--quiet"]
     if not communicate:
         args.append("--no-communication")
     rows = platform.run(args, env)
@@ -103,12 +103,16 @@ def step(platform, a, compute, compute_ms, env, communicate=True):
 
 
 def fifo_env(partition):
-    return {"SYNCLINE_SCHEDULING": "fifo", "SYNCLINE_SCHEDULING_CREDIT": "0", "SYNCLINE_PARTITION_BYTES": partition}
+    return {"SYNCLINE_SCHEDULING": "fifo", "SYNCLINE_SCHEDULING_CREDIT": "0", "SYNCLINE_PARTITION_BYTES": partition,
+            "SYNCLINE_AUTOTUNE": "0"}
 
 
 def scheduled_env(partition, credit_partitions):
     return {"SYNCLINE_SCHEDULING": "priority", "SYNCLINE_PARTITION_BYTES": partition,
-            "SYNCLINE_SCHEDULING_CREDIT": credit_partitions * partition}
+            "SYNCLINE_SCHEDULING_CREDIT": credit_partitions * partition, "SYNCLINE_AUTOTUNE": "0"}
+
+
+FIXED = {"SYNCLINE_AUTOTUNE": "0"}  # the defaults, untuned
 
 
 def bench(platform, a):
@@ -121,18 +125,28 @@ def bench(platform, a):
         log(f"\n{platform.name}, {a.model} x{a.scale} ({info['layers']} layers, {info['grad_bytes'] / MIB:.1f} MiB of "
             f"gradients per worker), compute {compute} {compute_ms:.0f} ms per step, medians of {a.repeats}")
         configs = {"comm-only": ("sleep", 0, fifo_env(MIB), True),
-                   "compute-only": (compute, compute_ms, {}, False),
+                   "compute-only": (compute, compute_ms, FIXED, False),
                    "FIFO": (compute, compute_ms, fifo_env(MIB), True),
-                   "scheduled (default)": (compute, compute_ms, {}, True)}
+                   "scheduled (default)": (compute, compute_ms, FIXED, True),
+                   "tuner": (compute, compute_ms, {}, True)}
         for partition in [int(p) for p in a.partitions.split(",")]:
             for credit in [int(c) for c in a.credits.split(",")]:
                 configs[(partition, credit)] = (compute, compute_ms, scheduled_env(partition, credit), True)
         samples = {k: [] for k in configs}
+        tuned = []
         for r in range(a.repeats):
             for k, (kind, ms, env, communicate) in configs.items():
-                samples[k].append(step(platform, a, kind, ms, env, communicate)[0])
+                # The tuner searches during its first steps; its figure is the steps after.
+                ms_step, row = step(platform, a, kind, ms, env, communicate,
+                                    warmup=a.tuner_steps if k == "tuner" else None)
+                samples[k].append(ms_step)
                 label = k if isinstance(k, str) else f"{k[0] // 1024} KiB x {k[1]} credit"
-                log(f"  [repeat {r + 1}/{a.repeats}] {label:24s} {samples[k][-1]:8.1f} ms")
+                extra = ""
+                if k == "tuner":
+                    tuned.append((row["tuned_partition"], row["tuned_credit_partitions"], row["settled_at"]))
+                    extra = (f"  (settled at step {row['settled_at']} on {row['tuned_partition'] // 1024} KiB x "
+                             f"credit {row['tuned_credit_partitions']})")
+                log(f"  [repeat {r + 1}/{a.repeats}] {label:24s} {samples[k][-1]:8.1f} ms{extra}")
         med = {k: statistics.median(v) for k, v in samples.items()}
         comm, floor, fifo, default = med["comm-only"], med["compute-only"], med["FIFO"], med["scheduled (default)"]
         grid = {k: v for k, v in med.items() if not isinstance(k, str)}
@@ -145,6 +159,9 @@ def bench(platform, a):
         log(f"  best grid point: {best[0] // 1024} KiB partitions, credit {best[1]} partitions: {grid[best]:.1f} ms, "
             f"{grid[best] / fifo:.2f} x FIFO, {grid[best] / bound:.2f} x max(compute, comm); "
             f"default {default / fifo:.2f} x FIFO")
+        log(f"  tuner: {med['tuner']:.1f} ms, {med['tuner'] / grid[best]:.2f} x the best grid point, "
+            f"{med['tuner'] / fifo:.2f} x FIFO; settled (step, partition KiB, credit) per repeat: "
+            f"{[(s, p // 1024, c) for p, c, s in tuned]}")
         results.append(dict(compute=compute, compute_ms=compute_ms, median=med, best=best))
     return results
 
@@ -182,6 +199,7 @@ def main(argv=None):
     p.add_argument("--compute-ms", type=float, help="compute per step (default: the comm-only time)")
     p.add_argument("--iterations", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--tuner-steps", type=int, default=50, help="steps the tuner may search before it is measured")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--partitions", default=f"{256 * 1024},{MIB},{4 * MIB}")
     p.add_argument("--credits", default="1,2,4,8,16", help="credit grid, in partitions")

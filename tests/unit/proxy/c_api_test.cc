@@ -32,6 +32,7 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   setenv("DMLC_PS_ROOT_PORT", port.c_str(), 1);
   setenv("SYNCLINE_JOB_TOKEN", "test-token", 1);
   setenv("BYTEPS_PARTITION_BYTES", "1024", 1);
+  setenv("SYNCLINE_SHM", "0", 1);  // as the in-process server (which shares this machine)
 
   syncline_worker* w = nullptr;
   ASSERT_EQ(0, syncline_init(&w)) << syncline_last_error();
@@ -78,6 +79,16 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   EXPECT_NE(std::string(syncline_last_error()).find("neither op_out nor done"), std::string::npos);
   EXPECT_NE(0, syncline_push_pull_async(w, 99, x.data(), 0, 0, nullptr, nullptr, &op));
   EXPECT_NE(std::string(syncline_last_error()).find("not declared"), std::string::npos);
+  // Steps drive the tuner: a one-worker job tunes alone, and sums stay exact.
+  for (int step = 0; step < 20; ++step) {
+    ASSERT_EQ(0, syncline_begin_step(w)) << syncline_last_error();
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
+    ASSERT_EQ(0, syncline_push_pull_async(w, id, x.data(), 0, 0, nullptr, nullptr, &op)) << syncline_last_error();
+    ASSERT_EQ(0, syncline_wait(op, 10000)) << syncline_last_error();
+    syncline_op_free(op);
+    ASSERT_EQ(x[999], 999.0);
+  }
+  EXPECT_EQ(0, syncline_trace_span(w, "forward", syncline_now_us(), syncline_now_us()));
   EXPECT_EQ(0, syncline_barrier(w)) << syncline_last_error();
   EXPECT_EQ(0, syncline_shutdown(w)) << syncline_last_error();
   EXPECT_TRUE(job.Finish().ok());

@@ -12,9 +12,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <unistd.h>
 
 #include "proxy/credit_scheduler.h"
+#include "proxy/step_tuner.h"
 #include "tests/unit/testing/in_process_job.h"
 
 namespace syncline {
@@ -193,6 +195,49 @@ TEST(ScheduledJobDeterminism, SumsAreBitIdenticalWithAndWithoutTheProxy) {
           << "workers disagree";
     }
   }
+}
+
+// The online tuner in a job: worker 0 decides from its step times, every
+// worker switches credit and partition at the same step (the sequence of
+// points is the same on each), it settles within 50 steps, and every sum of
+// every step is exact across the switches.
+TEST(ScheduledJobTuner, AllWorkersSwitchTogetherAndSumsStayExact) {
+  InProcessJob job(CreditJob("loopback", 2 * 4096, /*workers=*/3));
+  ASSERT_TRUE(job.Start().ok());
+  TunerOptions options;
+  options.partitions = {1024, 4096, 16384};
+  options.credits = {1, 2, 4};
+  options.settle_steps = 0;
+  options.measure_steps = 1;
+  std::vector<std::vector<TunerPoint>> seen(3);
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    StepTuner tuner(&w, options);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId a, w.Declare("a", DType::kFloat32, 20000));
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId b, w.Declare("b", DType::kFloat64, 777));
+    int steps = 0, after_settling = 0;
+    for (; steps < 60 && after_settling < 3; ++steps) {
+      SYNCLINE_RETURN_IF_ERROR(tuner.BeginStep());
+      seen[rank].push_back(tuner.current());
+      if (tuner.settled()) ++after_settling;
+      std::vector<float> va(20000, float(rank + steps));
+      std::vector<double> vb(777, rank * 0.5 + steps);
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle ha, w.PushPull(a, va.data(), false));
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle hb, w.PushPull(b, vb.data(), false));
+      SYNCLINE_RETURN_IF_ERROR(ha.Wait(Deadline::AfterMs(10000)));
+      SYNCLINE_RETURN_IF_ERROR(hb.Wait(Deadline::AfterMs(10000)));
+      if (va.front() != 3.0f + 3 * steps || va.back() != 3.0f + 3 * steps || vb[776] != 1.5 + 3 * steps)
+        return Internal("wrong sum at step " + std::to_string(steps));
+    }
+    if (!tuner.settled()) return Internal("not settled after " + std::to_string(steps) + " steps");
+    return Status::Ok();
+  }));
+  EXPECT_EQ(seen[0], seen[1]);
+  EXPECT_EQ(seen[0], seen[2]);
+  std::set<uint64_t> partitions;
+  for (const auto& p : seen[0]) partitions.insert(p.partition_bytes);
+  EXPECT_GT(partitions.size(), 1u) << "the tuner never tried another partition";
+  EXPECT_TRUE(job.Finish().ok());
 }
 
 // With tracing on, each worker writes at Shutdown a Chrome trace holding, for

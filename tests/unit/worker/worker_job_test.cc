@@ -319,3 +319,43 @@ INSTANTIATE_TEST_SUITE_P(Transports, WorkerLeavingTest, ::testing::Values("loopb
 
 }  // namespace
 }  // namespace syncline
+
+namespace syncline {
+namespace {
+
+// The tuner's partition switch: every worker re-cuts its tensors between the
+// same two push_pulls (to smaller chunks, larger ones, and back to a size
+// used before, whose keys continue their rounds), while another tensor's
+// push_pull is in flight; every round's sums stay exact.
+TEST(WorkerRepartition, ASwitchMidJobKeepsSumsExact) {
+  InProcessJob::Options o;
+  o.workers = 3;
+  o.partition_bytes = 4096;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  const std::map<uint64_t, uint64_t> switch_at = {{2, 1024}, {4, 16384}, {6, 4096}, {7, 1024}};
+  constexpr int kRounds = 9;
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId a, w.Declare("a", DType::kFloat32, 5000));
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId b, w.Declare("b", DType::kFloat16, 4099));
+    if (w.Repartition(a, 16).ok()) return Internal("a 16-byte partition was accepted");
+    for (uint64_t round = 0; round < kRounds; ++round) {
+      auto da = Fill(DType::kFloat32, 5000, rank, round), db = Fill(DType::kFloat16, 4099, rank, round);
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle ha, w.PushPull(a, da.data(), false));
+      if (auto it = switch_at.find(round); it != switch_at.end()) {
+        for (TensorId id : w.TensorIds()) SYNCLINE_RETURN_IF_ERROR(w.Repartition(id, it->second));
+      }
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle hb, w.PushPull(b, db.data(), false));
+      SYNCLINE_RETURN_IF_ERROR(ha.Wait(Deadline::AfterMs(20000)));
+      SYNCLINE_RETURN_IF_ERROR(hb.Wait(Deadline::AfterMs(20000)));
+      if (da != ExpectedSum(DType::kFloat32, 5000, 3, round) || db != ExpectedSum(DType::kFloat16, 4099, 3, round))
+        return Internal("wrong sum in round " + std::to_string(round));
+    }
+    return Status::Ok();
+  }));
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+}  // namespace
+}  // namespace syncline

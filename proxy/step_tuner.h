@@ -1,0 +1,45 @@
+// StepTuner: runs the Tuner (proxy/tuner.h) during training. The framework
+// glue calls BeginStep at the start of every step on every worker. Worker 0
+// measures the time between steps and decides; while tuning, every
+// BeginStep is a collective: the decision (partition, credit, settled)
+// travels as a broadcast that every worker receives at the same step, so all
+// switch together: the credit of their scheduler, and the partition of every
+// declared tensor (Worker::Repartition: new keys, sums exact). Once settled,
+// BeginStep costs nothing.
+//
+// Thread-safety: BeginStep is called from one thread (the training loop).
+#pragma once
+
+#include <chrono>
+#include <optional>
+
+#include "proxy/tuner.h"
+#include "worker/worker.h"
+
+namespace syncline {
+
+class StepTuner {
+ public:
+  // Starts from the worker's settings (partition, credit).
+  explicit StepTuner(Worker* worker, TunerOptions options = {});
+  // Whether the settings let a tuner run (autotune on, priority order, a credit).
+  static bool Enabled(const Settings& settings);
+
+  Status BeginStep();
+  bool settled() const { return settled_; }
+  // The point in use on this worker.
+  TunerPoint current() const { return applied_; }
+
+ private:
+  Status Apply(const TunerPoint& point);
+
+  Worker* const worker_;
+  Tuner tuner_;  // decides on worker 0 only
+  TunerPoint applied_;
+  std::optional<TensorId> decision_;
+  std::optional<std::chrono::steady_clock::time_point> last_step_;
+  int64_t step_ = 0;
+  bool settled_ = false;
+};
+
+}  // namespace syncline

@@ -1,0 +1,84 @@
+#include "proxy/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace syncline {
+namespace {
+
+size_t Nearest(const std::vector<uint64_t>& grid, uint64_t value) {
+  size_t best = 0;
+  for (size_t i = 1; i < grid.size(); ++i) {
+    const double d = std::abs(std::log2(double(grid[i]) / double(value)));
+    if (d < std::abs(std::log2(double(grid[best]) / double(value)))) best = i;
+  }
+  return best;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::string TunerPoint::ToString() const {
+  return std::to_string(partition_bytes / 1024) + " KiB partitions, credit " + std::to_string(credit_partitions) +
+         " partitions";
+}
+
+Tuner::Tuner(TunerOptions options, TunerPoint start) : options_(std::move(options)) {
+  current_ = {Nearest(options_.partitions, std::max<uint64_t>(1, start.partition_bytes)),
+              Nearest(options_.credits, std::max<uint64_t>(1, start.credit_partitions))};
+  best_ = current_;
+}
+
+std::optional<Tuner::Index> Tuner::NextCandidate() {
+  if (static_cast<int>(scores_.size()) >= options_.max_points) return std::nullopt;
+  for (int tries = 0; tries < 2; ++tries) {
+    const size_t size = axis_ == 0 ? options_.partitions.size() : options_.credits.size();
+    const size_t at = axis_ == 0 ? best_.first : best_.second;
+    for (int step : {-1, +1}) {
+      if ((step < 0 && at == 0) || (step > 0 && at + 1 >= size)) continue;
+      Index n = best_;
+      (axis_ == 0 ? n.first : n.second) = at + step;
+      if (!scores_.count(n)) return n;
+    }
+    // Both neighbours along this axis are measured: it is exhausted here.
+    converged_[axis_] = best_;
+    if (converged_[1 - axis_] == best_) return std::nullopt;
+    axis_ = 1 - axis_;
+  }
+  return std::nullopt;
+}
+
+std::optional<TunerPoint> Tuner::OnStep(double ms) {
+  last_decision_.clear();
+  if (settled_) return std::nullopt;
+  if (++steps_at_point_ <= options_.settle_steps) return std::nullopt;
+  samples_.push_back(ms);
+  if (static_cast<int>(samples_.size()) < options_.measure_steps) return std::nullopt;
+  const double score = Median(samples_);
+  scores_[current_] = score;
+  samples_.clear();
+  steps_at_point_ = 0;
+  if (!have_best_ || score < scores_[best_] * (1 - options_.min_gain)) {
+    best_ = current_;
+    have_best_ = true;
+  }
+  last_decision_ = "measured " + PointAt(current_).ToString() + ": " + std::to_string(score) + " ms per step";
+  std::optional<Index> next = NextCandidate();
+  if (!next) {
+    settled_ = true;
+    last_decision_ += "; settled on " + PointAt(best_).ToString() + " (" + std::to_string(scores_[best_]) +
+                      " ms) after " + std::to_string(scores_.size()) + " points";
+    next = best_;
+  } else {
+    last_decision_ += "; next " + PointAt(*next).ToString();
+  }
+  if (*next == current_) return std::nullopt;
+  current_ = *next;
+  return PointAt(current_);
+}
+
+}  // namespace syncline
