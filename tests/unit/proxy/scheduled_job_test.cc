@@ -22,20 +22,9 @@
 namespace syncline {
 namespace {
 
+using testing::ExpectAllOk;
 using testing::InProcessJob;
-
-std::vector<Status> OnAllWorkers(InProcessJob& job, const std::function<Status(int)>& body) {
-  std::vector<std::future<Status>> futures;
-  for (int r = 0; r < job.num_workers(); ++r) futures.push_back(std::async(std::launch::async, body, r));
-  std::vector<Status> out;
-  for (auto& f : futures) out.push_back(f.get());
-  return out;
-}
-
-void ExpectAllOk(const std::vector<Status>& statuses) {
-  for (size_t i = 0; i < statuses.size(); ++i)
-    EXPECT_TRUE(statuses[i].ok()) << "worker " << i << ": " << statuses[i].ToString();
-}
+using testing::OnAllWorkers;
 
 InProcessJob::Options CreditJob(const std::string& transport, uint64_t credit, int workers = 2) {
   InProcessJob::Options o;

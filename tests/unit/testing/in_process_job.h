@@ -3,6 +3,8 @@
 // ZeroMQ on 127.0.0.1. Tests drive the workers and can kill nodes.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <future>
 #include <memory>
@@ -156,5 +158,20 @@ class InProcessJob {
   Status scheduler_status_;
   std::vector<Status> server_status_;
 };
+
+// Runs `body(rank)` on every worker of `job` at once; their statuses by rank.
+inline std::vector<Status> OnAllWorkers(InProcessJob& job, const std::function<Status(int)>& body) {
+  std::vector<std::future<Status>> futures;
+  for (int r = 0; r < job.num_workers(); ++r) futures.push_back(std::async(std::launch::async, body, r));
+  std::vector<Status> out;
+  for (auto& f : futures) out.push_back(f.get());
+  return out;
+}
+
+// A test expectation that every worker's status is OK, naming those that are not.
+inline void ExpectAllOk(const std::vector<Status>& statuses) {
+  for (size_t i = 0; i < statuses.size(); ++i)
+    EXPECT_TRUE(statuses[i].ok()) << "worker " << i << ": " << statuses[i].ToString();
+}
 
 }  // namespace syncline::testing

@@ -13,7 +13,9 @@
 namespace syncline {
 namespace {
 
+using testing::ExpectAllOk;
 using testing::InProcessJob;
+using testing::OnAllWorkers;
 
 // Small integers: exact in every dtype, and so are their sums over a few workers.
 double Value(int rank, uint64_t round, size_t i) { return static_cast<double>((rank * 7 + round * 3 + i) % 13) - 4; }
@@ -43,18 +45,6 @@ std::vector<uint8_t> ExpectedSum(DType t, size_t n, int workers, uint64_t round)
   return out;
 }
 
-// Runs `body(rank)` on every worker at once and returns their statuses.
-std::vector<Status> OnAllWorkers(InProcessJob& job, const std::function<Status(int)>& body) {
-  std::vector<std::future<Status>> futures;
-  for (int r = 0; r < job.num_workers(); ++r) futures.push_back(std::async(std::launch::async, body, r));
-  std::vector<Status> out;
-  for (auto& f : futures) out.push_back(f.get());
-  return out;
-}
-
-void ExpectAllOk(const std::vector<Status>& statuses) {
-  for (size_t i = 0; i < statuses.size(); ++i) EXPECT_TRUE(statuses[i].ok()) << "worker " << i << ": " << statuses[i].ToString();
-}
 
 // The parameter names a transport, with "+shm" for payloads through shared memory.
 class WorkerJobTest : public ::testing::TestWithParam<std::string> {
