@@ -49,6 +49,25 @@ def test_deterministic_mode_is_bit_identical_across_runs(transport):
 
 
 @pytest.mark.parametrize("transport", ["default", "ucx"])
+def test_deterministic_sums_do_not_depend_on_the_scheduling_proxy(transport):
+    """Every chunk at once (no scheduler), one chunk of credit, and BytePS's credit setting: the
+    same bits (deterministic mode), so the proxy changes when chunks go, never what they sum to."""
+    command = [EXAMPLE, "--rounds", "4", "--quiet", "--values", "random", "--tensors", "fp32:100000,fp16:50000,bf16:7"]
+    base = {**transport_env(transport), "SYNCLINE_DETERMINISTIC": 1, "SYNCLINE_PARTITION_BYTES": 16384}
+    variants = [{"SYNCLINE_SCHEDULING": "fifo", "SYNCLINE_SCHEDULING_CREDIT": 0},
+                {"SYNCLINE_SCHEDULING": "priority", "SYNCLINE_SCHEDULING_CREDIT": 16384},
+                {"BYTEPS_SCHEDULING_CREDIT": 2}]
+    results = []
+    for variant in variants:
+        code, out = run_pslaunch(3, 2, command, env={**base, **variant})
+        assert code == 0, out
+        found = digests(out)
+        assert len(found) == 3 and len(set(found)) == 1, out
+        results.append(found[0])
+    assert len(set(results)) == 1, list(zip(variants, results))
+
+
+@pytest.mark.parametrize("transport", ["default", "ucx"])
 def test_async_mode_applies_every_push(transport):
     env = transport_env(transport)
     code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "30", "--quiet", "--tensors", "fp32:5000,fp64:70000"],
