@@ -33,21 +33,31 @@ Tuner::Tuner(TunerOptions options, TunerPoint start) : options_(std::move(option
   best_ = current_;
 }
 
-std::optional<Tuner::Index> Tuner::NextCandidate() {
-  if (static_cast<int>(scores_.size()) >= options_.max_points) return std::nullopt;
-  for (int tries = 0; tries < 2; ++tries) {
-    const size_t size = axis_ == 0 ? options_.partitions.size() : options_.credits.size();
-    const size_t at = axis_ == 0 ? best_.first : best_.second;
-    for (int step : {-1, +1}) {
-      if ((step < 0 && at == 0) || (step > 0 && at + 1 >= size)) continue;
-      Index n = best_;
-      (axis_ == 0 ? n.first : n.second) = at + step;
-      if (!scores_.count(n)) return n;
+void Tuner::PlanPhase() {
+  planned_.clear();
+  const bool credits = phase_ != 1;
+  const size_t size = credits ? options_.credits.size() : options_.partitions.size();
+  const size_t at = credits ? best_.second : best_.first;
+  const size_t reach = phase_ == 2 ? 1 : size;  // the last phase looks next door only
+  for (size_t distance = 1; distance <= reach; ++distance) {
+    for (int direction : {-1, +1}) {
+      if (direction < 0 ? at < distance : at + distance >= size) continue;
+      Index p = best_;
+      (credits ? p.second : p.first) = direction < 0 ? at - distance : at + distance;
+      if (!scores_.count(p)) planned_.push_back(p);
     }
-    // Both neighbours along this axis are measured: it is exhausted here.
-    converged_[axis_] = best_;
-    if (converged_[1 - axis_] == best_) return std::nullopt;
-    axis_ = 1 - axis_;
+  }
+}
+
+std::optional<Tuner::Index> Tuner::NextCandidate() {
+  while (static_cast<int>(scores_.size()) < options_.max_points) {
+    while (!planned_.empty()) {
+      Index next = planned_.front();
+      planned_.erase(planned_.begin());
+      if (!scores_.count(next)) return next;
+    }
+    if (++phase_ > 2) return std::nullopt;
+    PlanPhase();
   }
   return std::nullopt;
 }

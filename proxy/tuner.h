@@ -1,10 +1,12 @@
 // Tuner: the online search of the scheduling proxy for the partition size and
 // the credit, from measured step times alone (no I/O here: StepTuner runs it
-// on one worker and carries its decisions to all). It walks a grid by
-// coordinate descent: from the start point it measures the neighbours along
-// one axis (credit, then partition, alternating), moves to a neighbour that
-// is faster by at least `min_gain`, and settles when neither axis improves
-// around the best point, or after `max_points` points, on the best seen.
+// on one worker and carries its decisions to all). It sweeps one axis of a
+// grid at a time through the best point so far: every credit at the starting
+// partition, then every partition at the best credit, then the credits next
+// to the best point once more; it moves only to a point faster by at least
+// `min_gain`, and settles on the best point seen after the last sweep or
+// after `max_points` points. Whole sweeps, not a walk between neighbours: a
+// walk stops at the first neighbour that measurement noise hides.
 // Each point is measured over `measure_steps` steps (their median) after
 // `settle_steps` steps that let the switch take effect.
 //
@@ -33,7 +35,7 @@ struct TunerOptions {
   int settle_steps = 1;
   int measure_steps = 3;
   double min_gain = 0.03;
-  int max_points = 12;
+  int max_points = 12;  // with the defaults: at most 48 steps
 };
 
 class Tuner {
@@ -57,6 +59,8 @@ class Tuner {
   using Index = std::pair<size_t, size_t>;  // (partition, credit) in the grid
   TunerPoint PointAt(Index i) const { return {options_.partitions[i.first], options_.credits[i.second]}; }
   std::optional<Index> NextCandidate();
+  // The unmeasured points of the next phase, nearest the best point first.
+  void PlanPhase();
 
   const TunerOptions options_;
   Index current_{0, 0}, best_{0, 0};
@@ -64,8 +68,8 @@ class Tuner {
   std::map<Index, double> scores_;
   std::vector<double> samples_;
   int steps_at_point_ = 0;
-  int axis_ = 1;                         // 1: credit, 0: partition
-  std::optional<Index> converged_[2];    // the best point an axis was exhausted at
+  int phase_ = -1;                       // 0: credits, 1: partitions, 2: credits next to the best
+  std::vector<Index> planned_;           // this phase's points still to measure
   bool settled_ = false;
   std::string last_decision_;
 };
