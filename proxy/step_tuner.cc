@@ -1,6 +1,9 @@
 #include "proxy/step_tuner.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
+#include "transport/wire.h"
 
 namespace syncline {
 namespace {
@@ -15,7 +18,7 @@ constexpr char kDecisionTensor[] = "syncline.tuner.decision";
 }  // namespace
 
 StepTuner::StepTuner(Worker* worker, TunerOptions options)
-    : worker_(worker), tuner_(std::move(options), StartPoint(worker->settings())), applied_(StartPoint(worker->settings())) {}
+    : worker_(worker), options_(std::move(options)), applied_(StartPoint(worker->settings())) {}
 
 bool StepTuner::Enabled(const Settings& s) {
   return s.autotune && s.scheduling != "fifo" && s.SchedulingCreditBytes() != 0;
@@ -27,17 +30,25 @@ Status StepTuner::BeginStep() {
   if (!decision_) {
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, worker_->Declare(kDecisionTensor, DType::kFloat64, 3));
     decision_ = id;
+    uint64_t largest = 0;
+    for (TensorId t : worker_->TensorIds()) {
+      SYNCLINE_ASSIGN_OR_RETURN(uint64_t bytes, worker_->TensorBytes(t));
+      largest = std::max(largest, bytes);
+    }
+    std::erase_if(options_.partitions, [&](uint64_t p) { return p * kMaxChunksPerTensor < largest; });
+    if (options_.partitions.empty()) options_.partitions.push_back(applied_.partition_bytes);
+    tuner_.emplace(options_, applied_);
   }
   double decision[3] = {0, 0, 0};  // partition bytes, credit partitions, settled
   if (worker_->rank() == 0) {
     if (last_step_) {
-      tuner_.OnStep(std::chrono::duration<double, std::milli>(now - *last_step_).count());
-      if (!tuner_.last_decision().empty()) SYNCLINE_LOG_INFO("tuner, step {}: {}", step_, tuner_.last_decision());
+      tuner_->OnStep(std::chrono::duration<double, std::milli>(now - *last_step_).count());
+      if (!tuner_->last_decision().empty()) SYNCLINE_LOG_INFO("tuner, step {}: {}", step_, tuner_->last_decision());
     }
-    const TunerPoint next = tuner_.current();
+    const TunerPoint next = tuner_->current();
     decision[0] = static_cast<double>(next.partition_bytes);
     decision[1] = static_cast<double>(next.credit_partitions);
-    decision[2] = tuner_.settled() ? 1 : 0;
+    decision[2] = tuner_->settled() ? 1 : 0;
   }
   last_step_ = now;
   ++step_;

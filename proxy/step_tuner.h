@@ -5,7 +5,9 @@
 // travels as a broadcast that every worker receives at the same step, so all
 // switch together: the credit of their scheduler, and the partition of every
 // declared tensor (Worker::Repartition: new keys, sums exact). Once settled,
-// BeginStep costs nothing.
+// BeginStep costs nothing. Partitions that would cut the largest tensor
+// declared by the first step into more chunks than a tensor may have are left
+// out of the search.
 //
 // Thread-safety: BeginStep is called from one thread (the training loop).
 #pragma once
@@ -34,7 +36,8 @@ class StepTuner {
   Status Apply(const TunerPoint& point);
 
   Worker* const worker_;
-  Tuner tuner_;  // decides on worker 0 only
+  TunerOptions options_;
+  std::optional<Tuner> tuner_;  // decides on worker 0 only; made at the first step
   TunerPoint applied_;
   std::optional<TensorId> decision_;
   std::optional<std::chrono::steady_clock::time_point> last_step_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/dtype.h"
+#include "transport/wire.h"
 
 namespace syncline {
 
@@ -23,7 +24,16 @@ Result<std::vector<proto::ChunkPlacement>> KeyPlacement::Place(uint32_t tensor_i
                            DTypeName(dtype) + " elements is too large to address");
   const uint64_t total = spec.num_elements() * element;
   const uint64_t count = (total + chunk_bytes - 1) / chunk_bytes;
-  if (count > UINT32_MAX) return InvalidArgument("tensor '" + spec.name() + "' has too many chunks");
+  if (count > kMaxChunksPerTensor) {
+    // Whole elements per chunk, as partitions are rounded down to them.
+    const uint64_t per_chunk = (total + kMaxChunksPerTensor - 1) / kMaxChunksPerTensor;
+    const uint64_t needed = (per_chunk + element - 1) / element * element;
+    return InvalidArgument("tensor '" + spec.name() + "' of " + std::to_string(total) + " bytes would be cut into " +
+                           std::to_string(count) + " chunks of " + std::to_string(chunk_bytes) +
+                           " bytes; a tensor may have at most " + std::to_string(kMaxChunksPerTensor) +
+                           " chunks: set SYNCLINE_PARTITION_BYTES (BYTEPS_PARTITION_BYTES) to at least " +
+                           std::to_string(needed));
+  }
   std::vector<proto::ChunkPlacement> chunks;
   chunks.reserve(count);
   for (uint64_t i = 0; i < count; ++i) {

@@ -22,7 +22,8 @@ class KeyPlacement {
   explicit KeyPlacement(std::vector<int32_t> server_ids);
 
   // Chunks of `spec` (partition_bytes rounded down to whole elements) with
-  // their keys and owning servers.
+  // their keys and owning servers; an error naming the tensor and the
+  // partition it needs when it would have more than kMaxChunksPerTensor.
   Result<std::vector<proto::ChunkPlacement>> Place(uint32_t tensor_id, const proto::TensorSpec& spec);
   // Bytes placed on each server so far, in rank order.
   const std::vector<uint64_t>& loads() const { return loads_; }

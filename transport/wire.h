@@ -16,6 +16,10 @@ namespace syncline {
 
 // Largest header frame accepted; headers carry at most an address book.
 constexpr size_t kMaxHeaderBytes = 1 << 20;
+// The most chunks one tensor may be cut into: its placement must fit one
+// DECLARE_REPLY header, and a worker keeps a record per chunk of every
+// push_pull in flight. 32768 chunks allow a 32 GiB tensor at 1 MiB partitions.
+constexpr uint64_t kMaxChunksPerTensor = 32768;
 
 std::string EncodeHeader(const proto::Header& header);
 

@@ -85,8 +85,9 @@ class Worker {
   // (the tuner switches all workers at one step); the first switch to a size
   // waits until every worker declared it. Sums stay exact across switches.
   Status Repartition(TensorId id, uint64_t partition_bytes);
-  // The ids of every declared tensor.
+  // The ids of every declared tensor, and a declared tensor's size.
   std::vector<TensorId> TensorIds() const;
+  Result<uint64_t> TensorBytes(TensorId id);
   // Copies `data` of worker `root` into `data` of every worker (blocking).
   // FailedPrecondition in async mode, leaving `data` untouched.
   Status Broadcast(TensorId id, void* data, int root);
@@ -126,7 +127,6 @@ class Worker {
          std::unique_ptr<ChunkScheduler> chunk_scheduler);
   // PushPull of host memory.
   Result<std::shared_ptr<Operation>> PushPullHost(TensorId id, void* data, const PushPullOptions& options);
-  Result<uint64_t> TensorBytes(TensorId id);
   Status Start(const std::string& listen_address);
   void OnMessage(Message&& m);
   void FailAll(const Status& status);

@@ -1,6 +1,8 @@
 // KeyPlacement: chunking of declared tensors and byte-balanced placement.
 #include "scheduler/placement.h"
 
+#include "transport/wire.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -103,12 +105,38 @@ TEST(PlacementTest, NoServersIsFailedPrecondition) {
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
 }
 
-TEST(PlacementTest, TooManyChunksIsAnErrorNamingTheTensor) {
+TEST(PlacementTest, TooManyChunksIsAnErrorNamingTheTensorAndThePartitionItNeeds) {
   KeyPlacement p({1});
-  // 2^33 fp32 elements in 4-byte chunks: 2^33 chunks do not fit 32-bit indices.
+  // 2^33 fp32 elements in 4-byte chunks: refused before anything is allocated.
   auto r = p.Place(0, Spec("huge", proto::FLOAT32, uint64_t{1} << 33, 4));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("huge"));
+  // A million fp32 elements in 64-byte chunks: 62500 chunks, whose placement
+  // would not fit one reply header.
+  r = p.Place(1, Spec("layer", proto::FLOAT32, 1000000, 64));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("'layer'"));
+  EXPECT_THAT(r.status().message(), HasSubstr("SYNCLINE_PARTITION_BYTES"));
+  // 4,000,000 / 32768 is 122.07: 123 bytes, rounded up to whole fp32 elements.
+  EXPECT_THAT(r.status().message(), HasSubstr("at least 124"));
+  EXPECT_TRUE(p.Place(2, Spec("fits", proto::FLOAT32, 1000000, 124)).ok());
+  EXPECT_FALSE(p.Place(3, Spec("short", proto::FLOAT32, 1000000, 123)).ok()) << "123 rounds down to 120";
+}
+
+TEST(PlacementTest, ThePlacementOfTheMostChunksFitsOneReplyHeader) {
+  // Worst case per chunk: the largest keys, server ids and offsets.
+  KeyPlacement p({1 << 30});
+  auto chunks = p.Place(0xffffffffu, Spec("big", proto::FLOAT64, kMaxChunksPerTensor * (uint64_t{1} << 31),
+                                          uint64_t{1} << 34));
+  ASSERT_TRUE(chunks.ok()) << chunks.status().ToString();
+  ASSERT_EQ(chunks->size(), kMaxChunksPerTensor);
+  proto::Header h;
+  h.set_op(proto::DECLARE_REPLY);
+  auto* reply = h.mutable_declare_reply();
+  reply->set_tensor_id(0xffffffffu);
+  reply->set_name(std::string(256, 'n'));
+  for (const auto& c : *chunks) *reply->add_chunks() = c;
+  EXPECT_LT(h.ByteSizeLong(), kMaxHeaderBytes);
 }
 
 TEST(PlacementTest, TensorWhoseByteSizeOverflowsIsAnError) {

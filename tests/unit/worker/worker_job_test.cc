@@ -349,3 +349,32 @@ TEST(WorkerRepartition, ASwitchMidJobKeepsSumsExact) {
 
 }  // namespace
 }  // namespace syncline
+
+namespace syncline {
+namespace {
+
+// A partition too small for a tensor used to produce a declaration reply
+// larger than a header may be, which every worker dropped: the job waited out
+// the request timeout. Now the declaration fails at once and says what to set.
+TEST(WorkerDeclare, TooManyChunksFailsAtOnceNamingTheSettingToRaise) {
+  InProcessJob::Options o;
+  o.workers = 2;
+  o.partition_bytes = 64;
+  o.request_timeout_ms = 60000;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    return job.worker(rank).Declare("layer", DType::kFloat32, 1000000).status();
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  for (const Status& st : statuses) {
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("'layer'"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("SYNCLINE_PARTITION_BYTES"), std::string::npos) << st.ToString();
+  }
+  job.JoinAll();
+}
+
+}  // namespace
+}  // namespace syncline
