@@ -307,11 +307,6 @@ TEST_P(WorkerLeavingTest, WithoutShutdownEndsTheJobAtOnceNamingIt) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, WorkerLeavingTest, ::testing::Values("loopback", "tcp"));
 
-}  // namespace
-}  // namespace syncline
-
-namespace syncline {
-namespace {
 
 // The tuner's partition switch: every worker re-cuts its tensors between the
 // same two push_pulls (to smaller chunks, larger ones, and back to a size
@@ -347,11 +342,6 @@ TEST(WorkerRepartition, ASwitchMidJobKeepsSumsExact) {
   EXPECT_TRUE(job.Finish().ok());
 }
 
-}  // namespace
-}  // namespace syncline
-
-namespace syncline {
-namespace {
 
 // A partition too small for a tensor used to produce a declaration reply
 // larger than a header may be, which every worker dropped: the job waited out
