@@ -19,11 +19,6 @@ void Timeline::BeginStep() {
   ++step_;
 }
 
-int64_t Timeline::step() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return step_;
-}
-
 bool Timeline::RecordingLocked() const { return step_ >= options_.start_step && step_ <= options_.end_step; }
 
 bool Timeline::recording() const {

@@ -39,8 +39,7 @@ class Timeline {
 
   // A training step begins; the first call starts step 0.
   void BeginStep();
-  int64_t step() const;
-  // Whether a span starting now would be kept.
+  // Whether a span starting now would be kept (callers skip building one if not).
   bool recording() const;
   // Records a span of `name` on the row `track` if its start's step is recorded.
   void Span(const std::string& name, const char* category, const std::string& track, int64_t start_us,

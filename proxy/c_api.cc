@@ -38,7 +38,8 @@ int syncline_init(syncline_worker** out) {
   auto worker = syncline::CreateScheduledWorker(*settings);
   if (!worker.ok()) return Report(worker.status());
   *out = new syncline_worker{std::move(worker).value(), nullptr};
-  if (syncline::StepTuner::Enabled(*settings)) (*out)->tuner = std::make_unique<syncline::StepTuner>((*out)->worker.get());
+  if (syncline::StepTuner::Enabled(*settings))
+    (*out)->tuner = std::make_unique<syncline::StepTuner>((*out)->worker.get());
   return Report(syncline::Status::Ok());
 }
 

@@ -39,10 +39,9 @@ void CreditScheduler::Post(std::vector<ChunkTask> chunks) {
     std::lock_guard<std::mutex> lock(mu_);
     refused = stopped_;
     if (!refused) {
-      auto after = [this](const ChunkTask& a, const ChunkTask& b) { return After(a, b); };
       for (ChunkTask& c : chunks) {
         queue_.push_back(std::move(c));
-        std::push_heap(queue_.begin(), queue_.end(), after);
+        std::push_heap(queue_.begin(), queue_.end(), HeapOrder());
       }
     }
   }
@@ -101,14 +100,13 @@ size_t CreditScheduler::queued() const {
 }
 
 void CreditScheduler::AdmitLoop() {
-  auto after = [this](const ChunkTask& a, const ChunkTask& b) { return After(a, b); };
   for (;;) {
     ChunkTask next;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopped_.has_value() || CanAdmitLocked(); });
       if (stopped_) return;
-      std::pop_heap(queue_.begin(), queue_.end(), after);
+      std::pop_heap(queue_.begin(), queue_.end(), HeapOrder());
       next = std::move(queue_.back());
       queue_.pop_back();
       in_flight_ += next.length;

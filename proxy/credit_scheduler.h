@@ -55,6 +55,9 @@ class CreditScheduler final : public ChunkScheduler {
  private:
   // Heap order: true if `a` goes out after `b`.
   bool After(const ChunkTask& a, const ChunkTask& b) const;
+  auto HeapOrder() const {
+    return [this](const ChunkTask& a, const ChunkTask& b) { return After(a, b); };
+  }
   bool CanAdmitLocked() const;
   void AdmitLoop();
 

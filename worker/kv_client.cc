@@ -87,6 +87,7 @@ bool KvClient::Handle(Message& m) {
 }
 
 void KvClient::Trace(const InFlight& chunk, int64_t replied_us) const {
+  if (!timeline_->recording()) return;  // outside the traced steps: build nothing
   const std::string track = chunk.op->tensor_name() + " #" + std::to_string(chunk.chunk);
   if (chunk.posted_us > 0) timeline_->Span("queued", "chunk", track, chunk.posted_us, chunk.sent_us);
   const int64_t acked = chunk.acked_us > 0 ? chunk.acked_us : replied_us;
