@@ -111,6 +111,8 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_HOST", {{"DMLC_NODE_HOST", 1}}, Text(&Settings::host)},
       {"SYNCLINE_PORT", {}, Integer(&Settings::port, 0, 65535)},
       {"SYNCLINE_WORKER_RANK", {{"DMLC_WORKER_ID", 1}}, Integer(&Settings::worker_rank, -1, 65534)},
+      {"SYNCLINE_LOCAL_RANK", {{"BYTEPS_LOCAL_RANK", 1}}, Integer(&Settings::local_rank, 0, 65534)},
+      {"SYNCLINE_LOCAL_SIZE", {{"BYTEPS_LOCAL_SIZE", 1}}, Integer(&Settings::local_size, 1, 65535)},
       {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc", "ucx"})},
       {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},
       {"SYNCLINE_SHM", {}, Boolean(&Settings::shm)},
@@ -203,6 +205,9 @@ Status Settings::Validate() const {
   if (worker_rank >= num_workers)
     return InvalidArgument("worker rank " + std::to_string(worker_rank) + " is not below the number of workers (" +
                            std::to_string(num_workers) + ")");
+  if (local_rank >= local_size)
+    return InvalidArgument("local rank " + std::to_string(local_rank) + " is not below the local size (" +
+                           std::to_string(local_size) + ")");
   if (heartbeat_timeout_ms <= heartbeat_interval_ms)
     return InvalidArgument("heartbeat timeout (" + std::to_string(heartbeat_timeout_ms) +
                            " ms) must exceed the heartbeat interval (" + std::to_string(heartbeat_interval_ms) +

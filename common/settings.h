@@ -42,6 +42,12 @@ struct Settings {
   // SYNCLINE_WORKER_RANK | DMLC_WORKER_ID. This worker's rank; -1 = assigned
   // by the scheduler in order of arrival.
   int worker_rank = -1;
+  // SYNCLINE_LOCAL_RANK / SYNCLINE_LOCAL_SIZE | BYTEPS_LOCAL_RANK /
+  // BYTEPS_LOCAL_SIZE. This worker's index among the workers of its host, and
+  // their number (pslaunch sets both in a local job). Framework shims report
+  // them (local_rank() picks the GPU); the runtime itself does not use them.
+  int local_rank = 0;
+  int local_size = 1;
   // SYNCLINE_TRANSPORT. The data plane between workers and servers: "tcp"
   // (ZeroMQ over TCP, default), "ipc" (ZeroMQ over Unix sockets; single host
   // only) or "ucx" (UCX: RDMA verbs where there is an RDMA device, else UCX's

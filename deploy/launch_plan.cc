@@ -122,6 +122,10 @@ Result<std::vector<PlannedProcess>> PlanLocalJob(const LocalJob& job, const Envi
     SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess worker,
                               MakeProcess(job.shape, Role::kWorker, i, -1, "", job.command, parent));
     worker.primary = true;
+    // Every worker of a local job shares this host (framework shims' local_rank()).
+    for (const char* alias : {"BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE"}) worker.spec.env.erase(alias);
+    worker.spec.env["SYNCLINE_LOCAL_RANK"] = std::to_string(i);
+    worker.spec.env["SYNCLINE_LOCAL_SIZE"] = std::to_string(job.shape.num_workers);
     plan.push_back(std::move(worker));
   }
   // Every process of a local job shares this host: a port inherited from the

@@ -32,6 +32,10 @@ SYNCLINE_EXPORT const char* syncline_last_error(void);
 SYNCLINE_EXPORT int syncline_init(syncline_worker** out);
 SYNCLINE_EXPORT int syncline_rank(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_size(const syncline_worker* w);
+/* This worker's index among the workers of its host, and their number
+ * (SYNCLINE_LOCAL_RANK/_SIZE or BYTEPS_LOCAL_RANK/_SIZE; pslaunch sets them). */
+SYNCLINE_EXPORT int syncline_local_rank(const syncline_worker* w);
+SYNCLINE_EXPORT int syncline_local_size(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements,
                                      uint32_t* id_out);
 /* Starts an in-place sum of `data` across workers. `priority`: larger goes

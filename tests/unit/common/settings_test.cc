@@ -293,6 +293,14 @@ TEST(SettingsTest, WorkerRankMustBeBelowNumberOfWorkers) {
   EXPECT_EQ(MustParse({{"SYNCLINE_NUM_WORKERS", "2"}, {"SYNCLINE_WORKER_RANK", "1"}}).worker_rank, 1);
 }
 
+TEST(SettingsTest, LocalRankMustBeBelowLocalSize) {
+  ExpectError({{"SYNCLINE_LOCAL_SIZE", "2"}, {"SYNCLINE_LOCAL_RANK", "2"}}, {"local rank 2", "(2)"});
+  ExpectError({{"BYTEPS_LOCAL_RANK", "1"}}, {"local rank 1", "(1)"});
+  Settings s = MustParse({{"BYTEPS_LOCAL_SIZE", "4"}, {"BYTEPS_LOCAL_RANK", "3"}});
+  EXPECT_EQ(s.local_rank, 3);
+  EXPECT_EQ(s.local_size, 4);
+}
+
 TEST(SettingsTest, HeartbeatTimeoutMustExceedInterval) {
   ExpectError({{"SYNCLINE_HEARTBEAT_INTERVAL_MS", "500"}, {"SYNCLINE_HEARTBEAT_TIMEOUT_MS", "500"}},
               {"heartbeat timeout (500 ms)", "interval (500 ms)"});

@@ -78,6 +78,9 @@ TEST(LaunchPlanTest, LocalJobEnvironment) {
     EXPECT_EQ(settings->num_workers, 3);
     EXPECT_EQ(settings->scheduler_port, 12345);
     EXPECT_EQ(settings->worker_rank, (*plan)[i].role == Role::kWorker ? (*plan)[i].rank : -1);
+    // Every worker of a local job is on this host: local rank = rank, local size = workers.
+    EXPECT_EQ(settings->local_rank, (*plan)[i].role == Role::kWorker ? (*plan)[i].rank : 0);
+    EXPECT_EQ(settings->local_size, (*plan)[i].role == Role::kWorker ? 3 : 1);
   }
   EXPECT_EQ(Get((*plan)[1].spec.env, "SYNCLINE_WORKER_RANK"), "<unset>");  // the stale "6" is gone
   EXPECT_EQ(Get((*plan)[3].spec.env, "SYNCLINE_WORKER_RANK"), "0");

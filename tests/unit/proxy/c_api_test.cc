@@ -38,6 +38,8 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   ASSERT_EQ(0, syncline_init(&w)) << syncline_last_error();
   EXPECT_EQ(0, syncline_rank(w));
   EXPECT_EQ(1, syncline_size(w));
+  EXPECT_EQ(0, syncline_local_rank(w));  // no local settings: alone on its host
+  EXPECT_EQ(1, syncline_local_size(w));
 
   uint32_t id = 0;
   EXPECT_NE(0, syncline_declare(w, "bad", 42, 10, &id));
