@@ -1,0 +1,156 @@
+"""The ctypes binding of libsyncline's C API (proxy/c_api.h).
+
+This is the whole native part of the Python package: it loads the shared
+library and passes tensors to it by their memory address, so nothing here is
+compiled against a framework and one build serves every PyTorch or TensorFlow
+version. Framework shims use `Worker`; they never call ctypes themselves.
+"""
+import ctypes
+import os
+import threading
+
+from syncline.errors import SynclineError
+
+FLOAT32, FLOAT64, FLOAT16, BFLOAT16 = 1, 2, 3, 4
+DEADLINE_EXCEEDED = 5  # StatusCode::kDeadlineExceeded (common/status.h)
+DTYPE_NAMES = {FLOAT32: "float32", FLOAT64: "float64", FLOAT16: "float16", BFLOAT16: "bfloat16"}
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_DONE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+def native_dir():
+    """Where the bundled binaries and library are (SYNCLINE_NATIVE_DIR overrides it)."""
+    return os.environ.get("SYNCLINE_NATIVE_DIR") or os.path.join(_PACKAGE_DIR, "_native")
+
+
+def library_path():
+    return os.path.join(native_dir(), "lib", "libsyncline.so")
+
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def _load():
+    global _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        path = library_path()
+        if not os.path.exists(path):
+            raise SynclineError(
+                f"libsyncline.so is not at {path}: the package was installed without its native part "
+                "(pip install ./python from a Syncline checkout builds it)")
+        lib = ctypes.CDLL(path)  # CDLL releases the GIL during every call
+        p, i, u32, u64, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
+        signatures = {
+            "syncline_last_error": (ctypes.c_char_p, []),
+            "syncline_init": (i, [ctypes.POINTER(p)]),
+            "syncline_rank": (i, [p]),
+            "syncline_size": (i, [p]),
+            "syncline_local_rank": (i, [p]),
+            "syncline_local_size": (i, [p]),
+            "syncline_declare": (i, [p, ctypes.c_char_p, i, u64, ctypes.POINTER(u32)]),
+            "syncline_push_pull_async": (i, [p, u32, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
+            "syncline_poll": (i, [p]),
+            "syncline_wait": (i, [p, i64]),
+            "syncline_op_free": (None, [p]),
+            "syncline_begin_step": (i, [p]),
+            "syncline_now_us": (i64, []),
+            "syncline_trace_span": (i, [p, ctypes.c_char_p, i64, i64]),
+            "syncline_broadcast": (i, [p, u32, p, i]),
+            "syncline_barrier": (i, [p]),
+            "syncline_shutdown": (i, [p]),
+        }
+        for name, (restype, argtypes) in signatures.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+        _lib = lib
+        return lib
+
+
+def _check(lib, code, what):
+    if code != 0:
+        message = lib.syncline_last_error().decode(errors="replace")
+        raise SynclineError(f"{what} failed: {message}", code)
+
+
+class Op:
+    """One push_pull in flight: poll it, wait for it; freed when waited or dropped."""
+
+    def __init__(self, lib, handle):
+        self._lib, self._handle = lib, handle
+
+    def poll(self):
+        return self._handle is not None and self._lib.syncline_poll(self._handle) == 1
+
+    def wait(self, timeout_ms=-1):
+        """Waits up to timeout_ms (< 0: the job's request timeout); raises on failure or timeout."""
+        if self._handle is None:
+            raise SynclineError("this operation was already waited for")
+        code = self._lib.syncline_wait(self._handle, int(timeout_ms))
+        if code != 0:
+            message = self._lib.syncline_last_error().decode(errors="replace")
+            if code != DEADLINE_EXCEEDED or timeout_ms < 0:  # a short wait that timed out may be waited again
+                self.free()
+            raise SynclineError(f"push_pull failed: {message}", code)
+        self.free()
+
+    def free(self):
+        if self._handle is not None:
+            self._lib.syncline_op_free(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class Worker:
+    """A worker of a running job (joins it on construction)."""
+
+    def __init__(self):
+        self._lib = _load()
+        handle = ctypes.c_void_p()
+        _check(self._lib, self._lib.syncline_init(ctypes.byref(handle)), "joining the job (syncline_init)")
+        self._handle = handle
+        self.rank = self._lib.syncline_rank(handle)
+        self.size = self._lib.syncline_size(handle)
+        self.local_rank = self._lib.syncline_local_rank(handle)
+        self.local_size = self._lib.syncline_local_size(handle)
+
+    def declare(self, name, dtype, num_elements):
+        tensor_id = ctypes.c_uint32()
+        code = self._lib.syncline_declare(self._handle, name.encode(), dtype, num_elements, ctypes.byref(tensor_id))
+        _check(self._lib, code, f"declaring tensor '{name}'")
+        return tensor_id.value
+
+    def push_pull_async(self, tensor_id, address, average, priority):
+        op = ctypes.c_void_p()
+        code = self._lib.syncline_push_pull_async(self._handle, tensor_id, address, int(bool(average)), int(priority),
+                                                  _DONE_FN(), None, ctypes.byref(op))
+        _check(self._lib, code, "push_pull")
+        return Op(self._lib, op)
+
+    def broadcast(self, tensor_id, address, root):
+        _check(self._lib, self._lib.syncline_broadcast(self._handle, tensor_id, address, root), "broadcast")
+
+    def barrier(self):
+        _check(self._lib, self._lib.syncline_barrier(self._handle), "barrier")
+
+    def begin_step(self):
+        _check(self._lib, self._lib.syncline_begin_step(self._handle), "begin_step")
+
+    def now_us(self):
+        return self._lib.syncline_now_us()
+
+    def trace_span(self, name, start_us, end_us):
+        self._lib.syncline_trace_span(self._handle, name.encode(), int(start_us), int(end_us))
+
+    def shutdown(self):
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            _check(self._lib, self._lib.syncline_shutdown(handle), "shutdown")

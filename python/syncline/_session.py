@@ -1,0 +1,117 @@
+"""The Syncline worker of this Python process, shared by every framework shim.
+
+A training process joins one job, once: `init()` makes the worker, `current()`
+hands it to the shims (or says clearly why there is none), `shutdown()` ends it.
+Besides the worker, a session remembers every tensor name it declared, so a
+name reused with another shape or dtype is refused before it reaches the
+network, and it broadcasts arbitrary bytes (objects, integer tensors) exactly.
+"""
+import os
+import threading
+
+import numpy as np
+
+from syncline import _capi
+from syncline.errors import NotInitializedError, SynclineError
+
+# Settings that say this process was started as part of a job (by pslaunch,
+# a Helm chart or a BytePS-style launcher).
+_JOB_VARIABLES = ("SYNCLINE_NUM_WORKERS", "DMLC_NUM_WORKER", "SYNCLINE_SCHEDULER_PORT", "DMLC_PS_ROOT_PORT",
+                  "SYNCLINE_ROLE", "DMLC_ROLE")
+
+
+class Session:
+    def __init__(self):
+        if not any(name in os.environ for name in _JOB_VARIABLES):
+            raise SynclineError(
+                "this process was not started as part of a Syncline job (none of " + ", ".join(_JOB_VARIABLES) +
+                " is set): launch it with `pslaunch --workers N --servers M -- python your_script.py`")
+        self.worker = _capi.Worker()
+        self._lock = threading.Lock()
+        self._declared = {}  # name -> (dtype code, shape, tensor id)
+        self._unnamed = 0
+
+    def tensor_id(self, name, dtype, shape):
+        """The id of tensor `name`, declaring it on first use (a collective: every worker declares it)."""
+        shape = tuple(int(d) for d in shape)
+        with self._lock:
+            known = self._declared.get(name)
+        if known is not None:
+            if known[:2] != (dtype, shape):
+                raise ValueError(
+                    f"tensor name '{name}' was first used for a {_capi.DTYPE_NAMES[known[0]]} tensor of shape "
+                    f"{list(known[1])} and now for a {_capi.DTYPE_NAMES[dtype]} tensor of shape {list(shape)}: "
+                    "a name stands for one tensor; give the other one its own name")
+            return known[2]
+        tensor_id = self.worker.declare(name, dtype, int(np.prod(shape, dtype=np.int64)))
+        with self._lock:
+            self._declared[name] = (dtype, shape, tensor_id)
+        return tensor_id
+
+    def unnamed(self, kind):
+        """A name for a call that gave none: the same sequence on every worker that makes the same calls."""
+        with self._lock:
+            self._unnamed += 1
+            return f"syncline.noname.{kind}.{self._unnamed}"
+
+    def broadcast_bytes(self, data, root):
+        """Root's `data` (bytes) on every worker, bit for bit; `data` is ignored elsewhere."""
+        length = np.zeros(1, dtype=np.float64)
+        if self.worker.rank == root:
+            length[0] = len(data)
+        self.worker.broadcast(self.tensor_id("syncline.bytes.length", _capi.FLOAT64, (1,)), length.ctypes.data, root)
+        n = int(length[0])
+        # Carried as 16-bit words in float32 elements: a sum with zeros keeps
+        # every integer up to 65535 exact, where raw bytes read as floats would
+        # lose NaN payloads and the sign of zero. Sizes round up to powers of
+        # two so that repeated broadcasts reuse a few declared tensors.
+        capacity = 64
+        while capacity < n:
+            capacity *= 2
+        words = np.zeros(capacity // 2, dtype=np.float32)
+        if self.worker.rank == root:
+            raw = np.zeros(capacity, dtype=np.uint8)
+            raw[:n] = np.frombuffer(data, dtype=np.uint8)
+            words[:] = raw.view(np.uint16)
+        tensor_id = self.tensor_id(f"syncline.bytes.{capacity}", _capi.FLOAT32, (capacity // 2,))
+        self.worker.broadcast(tensor_id, words.ctypes.data, root)
+        return words.astype(np.uint16).view(np.uint8)[:n].tobytes()
+
+
+_current = None
+_ended = False
+_state_lock = threading.Lock()
+
+
+def init():
+    """Joins the job this process was launched into (idempotent)."""
+    global _current, _ended
+    with _state_lock:
+        if _current is None:
+            _current = Session()
+            _ended = False
+        return _current
+
+
+def current():
+    with _state_lock:
+        if _current is not None:
+            return _current
+        if _ended:
+            raise NotInitializedError("Syncline was shut down: no call may follow shutdown()")
+        raise NotInitializedError("Syncline is not initialized: call init() first")
+
+
+def is_initialized():
+    with _state_lock:
+        return _current is not None
+
+
+def shutdown():
+    """Waits for operations in flight, then leaves the job. Later calls raise NotInitializedError."""
+    global _current, _ended
+    with _state_lock:
+        session, _current = _current, None
+        _ended = _ended or session is not None
+    if session is not None:
+        session.worker.shutdown()

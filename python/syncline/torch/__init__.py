@@ -1,0 +1,36 @@
+"""syncline.torch: train PyTorch models through Syncline's parameter servers.
+
+The API of byteps.torch (and horovod.torch where the two share names): a
+BytePS or Horovod script moves over by changing its import to
+`import syncline.torch as bps` and is launched with pslaunch:
+
+    pslaunch --workers 2 --servers 1 -- python train.py
+"""
+from syncline.errors import NotInitializedError, SynclineError
+from syncline.torch.broadcast import broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from syncline.torch.compression import Compression
+from syncline.torch.optimizer import DistributedOptimizer
+from syncline.torch.ops import (
+    SUPPORTED_DTYPES,
+    declare,
+    init,
+    local_rank,
+    local_size,
+    poll,
+    push_pull,
+    push_pull_async,
+    push_pull_async_inplace,
+    push_pull_inplace,
+    rank,
+    shutdown,
+    size,
+    synchronize,
+)
+from syncline.torch.parallel import DistributedDataParallel
+
+__all__ = [
+    "Compression", "DistributedDataParallel", "DistributedOptimizer", "NotInitializedError", "SUPPORTED_DTYPES",
+    "SynclineError", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters", "declare", "init",
+    "local_rank", "local_size", "poll", "push_pull", "push_pull_async", "push_pull_async_inplace",
+    "push_pull_inplace", "rank", "shutdown", "size", "synchronize",
+]

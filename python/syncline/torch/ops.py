@@ -1,0 +1,193 @@
+"""push_pull of torch tensors: the collective calls of syncline.torch.
+
+Tensors reach libsyncline by their memory address (`data_ptr()`), never
+through a torch extension, so this works with every torch version. A tensor
+on a GPU is handed over as device memory after torch's current stream is
+synchronised; libsyncline stages it through host memory.
+"""
+import itertools
+import threading
+
+import torch
+
+from syncline import _capi, _session
+from syncline.torch.compression import Compression
+
+_DTYPES = {
+    torch.float32: _capi.FLOAT32,
+    torch.float64: _capi.FLOAT64,
+    torch.float16: _capi.FLOAT16,
+    torch.bfloat16: _capi.BFLOAT16,
+}
+SUPPORTED_DTYPES = tuple(_DTYPES)
+
+
+def wire_dtype(dtype):
+    """Syncline's code for a torch dtype, or a TypeError listing those it carries."""
+    code = _DTYPES.get(dtype)
+    if code is None:
+        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise TypeError(f"Syncline cannot push_pull a tensor of dtype {dtype}; it carries {names}")
+    return code
+
+
+def init():
+    """Joins the job this process was launched into by pslaunch (or a BytePS-style launcher)."""
+    _session.init()
+
+
+def shutdown():
+    """Waits for every push_pull in flight, then leaves the job."""
+    _handles.clear()
+    _session.shutdown()
+
+
+def rank():
+    return _session.current().worker.rank
+
+
+def size():
+    return _session.current().worker.size
+
+
+def local_rank():
+    return _session.current().worker.local_rank
+
+
+def local_size():
+    return _session.current().worker.local_size
+
+
+def declare(name, tensor=None):
+    """Declares a tensor name ahead of its first push_pull.
+
+    With `tensor`, the declaration happens now (a collective: every worker
+    must declare the same names in the same order). Without it, as BytePS
+    allows, nothing needs doing: Syncline declares a name when it is first
+    push_pulled, and every worker push_pulls its names in the same order."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("declare() needs a non-empty tensor name")
+    session = _session.current()
+    if tensor is not None:
+        session.tensor_id(name, wire_dtype(tensor.dtype), tensor.shape)
+
+
+class _Pending:
+    __slots__ = ("op", "buffer", "output", "ctx", "compression")
+
+    def __init__(self, op, buffer, output, ctx, compression):
+        self.op, self.buffer, self.output, self.ctx, self.compression = op, buffer, output, ctx, compression
+
+
+class _Handles:
+    """push_pulls in flight, by the integer handle the API hands out."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._next = itertools.count(1)
+        self._pending = {}
+
+    def add(self, pending):
+        with self._lock:
+            handle = next(self._next)
+            self._pending[handle] = pending
+            return handle
+
+    def get(self, handle):
+        with self._lock:
+            pending = self._pending.get(handle)
+        if pending is None:
+            raise ValueError(f"handle {handle} is not a push_pull in flight (already synchronized, or never made)")
+        return pending
+
+    def pop(self, handle):
+        with self._lock:
+            pending = self._pending.pop(handle, None)
+        if pending is None:
+            raise ValueError(f"handle {handle} is not a push_pull in flight (already synchronized, or never made)")
+        return pending
+
+    def clear(self):
+        with self._lock:
+            self._pending.clear()
+
+
+_handles = _Handles()
+
+
+def _post(tensor, output, average, name, priority, compression):
+    session = _session.current()
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"push_pull takes a torch.Tensor, not {type(tensor).__name__}")
+    wire_dtype(tensor.dtype)  # the caller's dtype, before any compression
+    if name is None:
+        name = session.unnamed("push_pull")
+    sent, ctx = compression.compress(tensor.detach())
+    code = wire_dtype(sent.dtype)
+    # The memory libsyncline sums in place: the output itself when it can be.
+    if ctx is None and tensor is output and output.is_contiguous():
+        buffer = output
+    else:
+        buffer = sent.contiguous()
+        if buffer is tensor or buffer.data_ptr() == tensor.data_ptr():
+            buffer = buffer.clone()
+    if buffer.is_cuda:
+        torch.cuda.current_stream(buffer.device).synchronize()
+    tensor_id = session.tensor_id(name, code, buffer.shape)
+    op = session.worker.push_pull_async(tensor_id, buffer.data_ptr(), average, priority)
+    return _handles.add(_Pending(op, buffer, output, ctx, compression))
+
+
+def push_pull_async(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
+    """Starts summing (averaging) `tensor` across workers into a new tensor; returns a handle.
+
+    `priority`: larger goes first. `version` is accepted as in BytePS (rounds
+    are counted per name). Pass the handle to synchronize() for the result."""
+    output = torch.empty_like(tensor) if isinstance(tensor, torch.Tensor) else None
+    return _post(tensor, output, average, name, priority, compression)
+
+
+def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
+    """Like push_pull_async, writing the result into `tensor` itself."""
+    return _post(tensor, tensor, average, name, priority, compression)
+
+
+def poll(handle):
+    """True once the push_pull of `handle` has ended (synchronize will not block)."""
+    return _handles.get(handle).op.poll()
+
+
+def synchronize(handle):
+    """Waits for the push_pull of `handle` (bounded by the job's request timeout) and returns its result."""
+    pending = _handles.pop(handle)
+    pending.op.wait()
+    result = pending.compression.decompress(pending.buffer, pending.ctx)
+    if result is not pending.output:
+        with torch.no_grad():
+            pending.output.copy_(result)
+    return pending.output
+
+
+def push_pull_inplace(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
+    """Sums (averages) `tensor` across workers in place and returns it."""
+    return synchronize(push_pull_async_inplace(tensor, average, name, version, priority, compression))
+
+
+class _PushPull(torch.autograd.Function):
+    """push_pull as an autograd op: the gradient of the result is push_pulled too."""
+
+    @staticmethod
+    def forward(ctx, tensor, average, name, version, priority, compression):
+        ctx.average, ctx.name, ctx.priority, ctx.compression = average, name, priority, compression
+        return synchronize(push_pull_async(tensor, average, name, version, priority, compression))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        name = None if ctx.name is None else ctx.name + ".grad"
+        grad = synchronize(push_pull_async(grad_output, ctx.average, name, 0, ctx.priority, ctx.compression))
+        return grad, None, None, None, None, None
+
+
+def push_pull(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
+    """Sums (averages) `tensor` across workers into a new tensor. Differentiable."""
+    return _PushPull.apply(tensor, average, name, version, priority, compression)

@@ -1,0 +1,40 @@
+"""DistributedDataParallel: torch DDP's usage, over Syncline's servers.
+
+Wrap the model, train with any optimizer: the wrapper copies worker 0's
+parameters and buffers everywhere at construction, posts each gradient through
+the scheduling proxy as backward produces it, and waits for the averaged
+gradients when backward ends, so optimizer.step() sees them as with DDP.
+"""
+import torch
+
+from syncline import _session
+from syncline.torch.broadcast import broadcast_parameters
+from syncline.torch.compression import Compression
+from syncline.torch.gradient_sync import GradientSync
+
+
+class DistributedDataParallel(torch.nn.Module):
+    def __init__(self, module, broadcast_buffers=True, compression=Compression.none, root_rank=0, name="ddp"):
+        super().__init__()
+        self.module = module
+        self.broadcast_buffers = broadcast_buffers
+        self._root = root_rank
+        self._name = name
+        broadcast_parameters(module.state_dict(), root_rank)
+        self._sync = GradientSync(module.named_parameters(), compression, 1, prefix=f"{name}.grad.",
+                                  on_first_hook=self._wait_at_backward_end)
+        self._worker = _session.current().worker
+
+    def _wait_at_backward_end(self):
+        torch.autograd.Variable._execution_engine.queue_callback(self._sync.synchronize)
+
+    def forward(self, *args, **kwargs):
+        # A training forward is a step on every worker; evaluation (often on
+        # one rank only) must not take part in collectives.
+        if self.training and torch.is_grad_enabled():
+            if self.broadcast_buffers:
+                buffers = [(f"{self._name}.buffer.{n}", b) for n, b in self.module.named_buffers()]
+                if buffers:
+                    broadcast_parameters(buffers, self._root)
+            self._worker.begin_step()
+        return self.module(*args, **kwargs)
