@@ -1,0 +1,39 @@
+"""Helpers for the Python-layer tests: jobs started with the installed package's pslaunch.
+
+They run in the environment scripts/setup-python makes (torch, the syncline
+package); every job runs on 127.0.0.1 and has a timeout.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+PSLAUNCH = str(Path(sys.executable).parent / "pslaunch")  # the package's console script
+EXAMPLE = str(REPO / "examples" / "torch" / "train_digits.py")
+
+
+def clean_env(**extra):
+    """This process's environment without Syncline/BytePS settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_", "PS_"))}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_job(workers, command, servers=1, env=None, timeout=240):
+    """Runs `command` (a list; python scripts get this interpreter) as the workers of a local job.
+
+    Returns (exit code, combined output)."""
+    if command[0].endswith(".py"):
+        command = [sys.executable, *command]
+    args = [PSLAUNCH, "--workers", str(workers), "--servers", str(servers), "--timeout", str(timeout - 30), "--",
+            *command]
+    proc = subprocess.run(args, env=clean_env(**(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout)
+    return proc.returncode, proc.stdout
+
+
+def worker_lines(output, rank):
+    prefix = f"[worker {rank}] "
+    return [line[len(prefix):] for line in output.splitlines() if line.startswith(prefix)]

@@ -1,0 +1,170 @@
+"""Checks that run inside every worker of a job: python torch_checks.py CHECK.
+
+Each check asserts exact outcomes and prints 'CHECK ok' at its end; a failed
+assertion exits non-zero, which ends the job with the worker's traceback.
+"""
+import os
+import sys
+
+import torch
+
+import syncline.torch as bps
+
+
+def exact_sums():
+    """push_pull of known values returns exact sums and averages in every dtype, in each calling style."""
+    n, size, rank = bps.size(), bps.size(), bps.rank()
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        base = torch.arange(1000, dtype=torch.float64) % 8  # small integers: sums exact even in bfloat16
+        mine = (base * (rank + 1)).to(dtype)
+        total = sum(base * (r + 1) for r in range(size))
+        got = bps.push_pull(mine, average=False, name=f"sum.{dtype}")
+        assert torch.equal(got.double(), total), (dtype, got[:8], total[:8])
+        assert torch.equal(mine.double(), base * (rank + 1)), "push_pull must not change its input"
+        got = bps.push_pull(mine * size, average=True, name=f"avg.{dtype}")
+        assert torch.equal(got.double(), total), (dtype, "average")
+        inplace = mine.clone()
+        assert bps.push_pull_inplace(inplace, average=False, name=f"inplace.{dtype}") is inplace
+        assert torch.equal(inplace.double(), total), (dtype, "inplace")
+        handle = bps.push_pull_async(mine, average=False, name=f"async.{dtype}", priority=5)
+        got = bps.synchronize(handle)
+        assert torch.equal(got.double(), total), (dtype, "async")
+        assert not hasattr(bps, "nothing")
+    # A non-contiguous view, summed into its own memory.
+    matrix = torch.full((4, 6), float(rank + 1)).t()
+    bps.push_pull_inplace(matrix, average=False, name="strided")
+    assert torch.equal(matrix, torch.full((6, 4), float(sum(range(1, size + 1)))))
+    # poll: eventually true, and synchronize after it returns at once.
+    handle = bps.push_pull_async_inplace(torch.ones(100000), average=False, name="polled")
+    for _ in range(100000):
+        if bps.poll(handle):
+            break
+    result = bps.synchronize(handle)
+    assert torch.equal(result, torch.full((100000,), float(n)))
+    # fp16 compression: float32 in, float32 out, within fp16 precision.
+    values = torch.linspace(-3, 3, 5000) * (rank + 1)
+    expected = sum(torch.linspace(-3, 3, 5000) * (r + 1) for r in range(size)) / size
+    got = bps.push_pull(values, average=True, name="fp16", compression=bps.Compression.fp16)
+    assert got.dtype == torch.float32
+    assert torch.allclose(got, expected, rtol=2e-3, atol=2e-3), (got - expected).abs().max()
+    # Differentiable: the gradient of a summed tensor is summed too.
+    x = torch.ones(10, requires_grad=True)
+    y = bps.push_pull(x, average=False, name="differentiable")
+    (y * (rank + 1)).sum().backward()
+    assert torch.equal(x.grad, torch.full((10,), float(sum(range(1, size + 1)))))
+    # A tensor declared ahead of its first push_pull.
+    bps.declare("declared", torch.zeros(3))
+    assert torch.equal(bps.push_pull(torch.ones(3), average=False, name="declared"), torch.full((3,), float(n)))
+
+
+def broadcasts():
+    """Workers seeded apart end equal: parameters, optimizer state, objects and integer tensors."""
+    rank = bps.rank()
+    torch.manual_seed(100 + rank)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.BatchNorm1d(7), torch.nn.Linear(7, 2))
+    model(torch.randn(4, 5)).sum().backward()  # BatchNorm counts a batch: an int64 buffer
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01 * (rank + 1))
+    if rank != 0:
+        optimizer.step()  # only non-roots have Adam state: the root's (empty) state must win
+    root_state = {k: v.clone() for k, v in model.state_dict().items()}
+    bps.broadcast_parameters(model.state_dict(), root_rank=0)
+    bps.broadcast_optimizer_state(optimizer, root_rank=0)
+    seen = bps.broadcast_object({"rank": rank, "state": root_state, "text": "é" * 1000}, root_rank=0)
+    assert seen["rank"] == 0 and seen["text"] == "é" * 1000
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, seen["state"][name]), name
+    assert optimizer.param_groups[0]["lr"] == 0.01, optimizer.param_groups[0]["lr"]
+    assert len(optimizer.state) == 0, "the root's optimizer had no state yet"
+    # Root 1, and an integer tensor with values no float sum keeps exact.
+    big = torch.tensor([2**62 + rank, -(2**40), 7], dtype=torch.int64)
+    bps.broadcast_parameters([("big", big)], root_rank=1)
+    assert big.tolist() == [2**62 + 1, -(2**40), 7]
+    assert bps.broadcast_object(b"\x00\xff" * 3 if rank == 1 else None, root_rank=1) == b"\x00\xff" * 3
+
+
+def errors():
+    """Bad calls raise documented exceptions with clear messages; nothing hangs."""
+    try:
+        bps.push_pull(torch.ones(3, dtype=torch.int32))
+    except TypeError as e:
+        assert "torch.int32" in str(e) and "torch.float32" in str(e) and "torch.bfloat16" in str(e), e
+    else:
+        raise AssertionError("an int32 push_pull was accepted")
+    bps.push_pull(torch.ones(4), name="shape")
+    try:
+        bps.push_pull(torch.ones(5), name="shape")
+    except ValueError as e:
+        assert "'shape'" in str(e) and "[4]" in str(e) and "[5]" in str(e), e
+    else:
+        raise AssertionError("a name reused with another shape was accepted")
+    try:
+        bps.synchronize(12345)
+    except ValueError as e:
+        assert "12345" in str(e), e
+    else:
+        raise AssertionError("an unknown handle was accepted")
+    try:
+        bps.broadcast_parameters([("x", torch.ones(2))], root_rank=bps.size())
+    except ValueError as e:
+        assert "root_rank" in str(e), e
+    else:
+        raise AssertionError("a root beyond the job was accepted")
+    bps.shutdown()
+    try:
+        bps.rank()
+    except bps.NotInitializedError as e:
+        assert "shut down" in str(e), e
+    else:
+        raise AssertionError("rank() after shutdown() answered")
+
+
+def dead_peer():
+    """A worker that leaves mid-job without shutting down: the other's push_pull fails, naming it."""
+    if bps.rank() == 1:
+        bps.push_pull(torch.ones(10), name="before")
+        os._exit(0)  # gone, without telling the scheduler
+    bps.push_pull(torch.ones(10), name="before")
+    try:
+        bps.push_pull(torch.ones(10), name="after")
+    except bps.SynclineError as e:
+        assert "worker 1" in str(e), e
+        print(f"dead_peer raised: {e}", flush=True)
+    else:
+        raise AssertionError("a push_pull with a dead peer succeeded")
+    print("dead_peer ok", flush=True)
+    os._exit(0)
+
+
+def optimizer_passes():
+    """backward_passes_per_step=2 averages gradients accumulated over two passes; parameters stay equal."""
+    rank, size = bps.rank(), bps.size()
+    model = torch.nn.Linear(3, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    optimizer = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                         named_parameters=model.named_parameters(), backward_passes_per_step=2)
+    for _ in range(2):
+        model(torch.full((1, 3), float(rank + 1))).sum().backward()  # gradient: rank+1 per element, twice
+    optimizer.step()
+    mean = sum(2.0 * (r + 1) for r in range(size)) / size
+    assert torch.equal(model.weight, torch.full((1, 3), 1.0 - mean)), model.weight
+    model(torch.ones(1, 3)).sum().backward()
+    try:
+        model(torch.ones(1, 3)).sum().backward()
+        model(torch.ones(1, 3)).sum().backward()
+    except RuntimeError as e:
+        assert "backward_passes_per_step" in str(e), e
+    else:
+        raise AssertionError("a third backward pass before step() was accepted")
+    optimizer.synchronize()  # the second pass's gradients went out: finish them on every worker
+
+
+CHECKS = {f.__name__: f for f in (exact_sums, broadcasts, errors, dead_peer, optimizer_passes)}
+
+if __name__ == "__main__":
+    check = CHECKS[sys.argv[1]]
+    bps.init()
+    check()
+    print(f"{check.__name__} ok", flush=True)
+    if check is not errors:
+        bps.shutdown()
