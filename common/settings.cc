@@ -134,6 +134,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SCHEDULING_CREDIT", {}, Integer(&Settings::scheduling_credit, 0, 1ll << 40)},
       {"BYTEPS_SCHEDULING_CREDIT", {}, Integer(&Settings::byteps_scheduling_credit, 0, 1 << 20)},
       {"SYNCLINE_AUTOTUNE", {}, Boolean(&Settings::autotune)},
+      {"SYNCLINE_CROSS_ITERATION", {}, Boolean(&Settings::cross_iteration)},
       {"SYNCLINE_TRACE", {{"BYTEPS_TRACE_ON", 1}}, Boolean(&Settings::trace)},
       {"SYNCLINE_TRACE_DIR", {{"BYTEPS_TRACE_DIR", 1}}, Text(&Settings::trace_dir)},
       {"SYNCLINE_TRACE_START_STEP", {{"BYTEPS_TRACE_START_STEP", 1}},

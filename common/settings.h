@@ -121,6 +121,12 @@ struct Settings {
   // worker switches at the same step. Off: the settings above hold. Ignored
   // with SYNCLINE_SCHEDULING=fifo or an unlimited credit.
   bool autotune = true;
+  // SYNCLINE_CROSS_ITERATION. Framework shims' cross-iteration overlap
+  // (ByteScheduler): each parameter's update runs as soon as its own sum is
+  // back, and the next forward pass starts a layer once that layer's
+  // parameters are updated, instead of after a barrier on the whole model.
+  // The runtime itself does not use it (syncline.torch's DistributedOptimizer does).
+  bool cross_iteration = false;
   // SYNCLINE_TRACE | BYTEPS_TRACE_ON. Each worker writes a Chrome-trace JSON
   // (open it in Perfetto) of every chunk's stages and of the compute spans
   // the framework glue reports, to SYNCLINE_TRACE_DIR/worker-<rank>.json at

@@ -47,6 +47,7 @@ int syncline_rank(const syncline_worker* w) { return w ? w->worker->rank() : -1;
 int syncline_size(const syncline_worker* w) { return w ? w->worker->num_workers() : -1; }
 int syncline_local_rank(const syncline_worker* w) { return w ? w->worker->settings().local_rank : -1; }
 int syncline_local_size(const syncline_worker* w) { return w ? w->worker->settings().local_size : -1; }
+int syncline_cross_iteration(const syncline_worker* w) { return w && w->worker->settings().cross_iteration ? 1 : 0; }
 
 int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements, uint32_t* id_out) {
   if (!w || !name || !id_out) return Report(syncline::InvalidArgument("syncline_declare: null argument"));

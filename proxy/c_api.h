@@ -36,6 +36,8 @@ SYNCLINE_EXPORT int syncline_size(const syncline_worker* w);
  * (SYNCLINE_LOCAL_RANK/_SIZE or BYTEPS_LOCAL_RANK/_SIZE; pslaunch sets them). */
 SYNCLINE_EXPORT int syncline_local_rank(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_local_size(const syncline_worker* w);
+/* 1 if the framework glue should overlap iterations (SYNCLINE_CROSS_ITERATION), else 0. */
+SYNCLINE_EXPORT int syncline_cross_iteration(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements,
                                      uint32_t* id_out);
 /* Starts an in-place sum of `data` across workers. `priority`: larger goes

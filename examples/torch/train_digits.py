@@ -32,6 +32,9 @@ def parse_args():
     p.add_argument("--wrapper", choices=["optimizer", "ddp"], default="optimizer",
                    help="DistributedOptimizer (BytePS style) or the DistributedDataParallel wrapper")
     p.add_argument("--fp16", action="store_true", help="push_pull gradients as float16")
+    p.add_argument("--cross-iteration", action="store_true",
+                   help="overlap each step's parameter updates with the next forward pass "
+                        "(also SYNCLINE_CROSS_ITERATION=1)")
     p.add_argument("--single", action="store_true", help="train in this process alone, without Syncline")
     p.add_argument("--save", default=None, help="write the final parameters here ({rank} is replaced)")
     return p.parse_args()
@@ -85,11 +88,14 @@ def main():
         else:
             bps.broadcast_parameters(model.state_dict(), root_rank=0)
             optimizer = bps.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                                 compression=compression)
+                                                 compression=compression,
+                                                 cross_iteration=True if args.cross_iteration else None)
             bps.broadcast_optimizer_state(optimizer, root_rank=0)
     if rank == 0:
+        overlap = getattr(optimizer, "cross_iteration", False)
         print(f"training on {len(train_y)} digits, testing on {len(test_y)}; {size} worker(s), "
-              f"global batch {args.batch_size}, {args.epochs} epochs", flush=True)
+              f"global batch {args.batch_size}, {args.epochs} epochs" +
+              (", updates overlapping the next forward pass" if overlap else ""), flush=True)
     shuffle = torch.Generator().manual_seed(args.seed)
     per_worker = args.batch_size // size
     for epoch in range(1, args.epochs + 1):
@@ -107,6 +113,8 @@ def main():
         if rank == 0:
             print(f"epoch {epoch}/{args.epochs}: loss {total / batches:.4f} ({time.perf_counter() - start:.2f} s)",
                   flush=True)
+    if bps is not None and args.wrapper == "optimizer":
+        optimizer.synchronize()  # with cross-iteration overlap, the last updates may still be running
     model.eval()
     with torch.no_grad():
         accuracy = (model(test_x).argmax(1) == test_y).float().mean().item()

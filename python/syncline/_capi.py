@@ -51,6 +51,7 @@ def _load():
             "syncline_size": (i, [p]),
             "syncline_local_rank": (i, [p]),
             "syncline_local_size": (i, [p]),
+            "syncline_cross_iteration": (i, [p]),
             "syncline_declare": (i, [p, ctypes.c_char_p, i, u64, ctypes.POINTER(u32)]),
             "syncline_push_pull_async": (i, [p, u32, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
             "syncline_poll": (i, [p]),
@@ -121,6 +122,7 @@ class Worker:
         self.size = self._lib.syncline_size(handle)
         self.local_rank = self._lib.syncline_local_rank(handle)
         self.local_size = self._lib.syncline_local_size(handle)
+        self.cross_iteration = self._lib.syncline_cross_iteration(handle) == 1
 
     def declare(self, name, dtype, num_elements):
         tensor_id = ctypes.c_uint32()

@@ -35,6 +35,10 @@ def test_backward_passes_per_step():
     run_checks("optimizer_passes")
 
 
+def test_cross_iteration_overlap_with_adam():
+    run_checks("cross_iteration_adam", env={"SYNCLINE_DETERMINISTIC": 1})
+
+
 def test_dead_peer_ends_push_pull_with_an_error_naming_it():
     code, out = run_job(2, [CHECKS, "dead_peer"], env={"SYNCLINE_HEARTBEAT_TIMEOUT_MS": 2000}, timeout=120)
     assert "dead_peer ok" in worker_lines(out, 0), out
@@ -115,6 +119,20 @@ def test_two_workers_train_the_digits_model(tmp_path, single_process_accuracy, w
     assert params[0].keys() == params[1].keys()
     for name in params[0]:
         assert torch.equal(params[0][name], params[1][name]), f"{name} differs between the workers"
+
+
+def test_cross_iteration_overlap_trains_to_the_same_parameters(tmp_path):
+    """Updates overlapped with the next forward pass give the very same model (deterministic sums)."""
+    params = {}
+    for overlap in (0, 1):
+        save = str(tmp_path / f"overlap{overlap}-{{rank}}.pt")
+        code, out = run_job(2, [EXAMPLE, "--epochs", "5", "--save", save],
+                            env={"SYNCLINE_DETERMINISTIC": 1, "SYNCLINE_CROSS_ITERATION": overlap})
+        assert code == 0, out
+        assert ("updates overlapping the next forward pass" in out) == bool(overlap), out
+        params[overlap] = torch.load(save.format(rank=1))
+    for name in params[0]:
+        assert torch.equal(params[0][name], params[1][name]), f"{name} differs with cross-iteration overlap"
 
 
 def test_fp16_compression_trains():

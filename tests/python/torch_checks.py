@@ -159,7 +159,31 @@ def optimizer_passes():
     optimizer.synchronize()  # the second pass's gradients went out: finish them on every worker
 
 
-CHECKS = {f.__name__: f for f in (exact_sums, broadcasts, errors, dead_peer, optimizer_passes)}
+def cross_iteration_adam():
+    """Adam with overlapped updates moves parameters exactly as without overlap."""
+    rank = bps.rank()
+    models, optimizers = [], []
+    for overlap in (False, True):
+        torch.manual_seed(7)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+        named = [(f"overlap{overlap}.{n}", p) for n, p in model.named_parameters()]
+        optimizers.append(bps.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.01),
+                                                   named_parameters=named, cross_iteration=overlap))
+        models.append(model)
+    assert [o.cross_iteration for o in optimizers] == [False, True]
+    data = torch.Generator().manual_seed(rank)
+    for _ in range(5):
+        x = torch.randn(4, 6, generator=data)
+        for model, optimizer in zip(models, optimizers):
+            optimizer.zero_grad()
+            model(x).square().sum().backward()
+            optimizer.step()
+    optimizers[1].synchronize()
+    for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):
+        assert torch.equal(a, b), name
+
+
+CHECKS = {f.__name__: f for f in (exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam)}
 
 if __name__ == "__main__":
     check = CHECKS[sys.argv[1]]

@@ -115,18 +115,25 @@ class GradientSync:
             p.grad, average=True, name=self._name_of[key], priority=self._priority[key],
             compression=self._compression)
 
-    def synchronize(self):
-        """Waits for every gradient's sum, most urgent first; posts the gradients backward did not produce
-        (unused parameters push zeros), so that every worker sums the same tensors each step."""
+    def take_handles(self):
+        """Posts the gradients backward did not produce (unused parameters push zeros, so that every
+        worker sums the same tensors each step) and hands over every (parameter, handle) of this step,
+        most urgent first."""
         self._learn_priorities()
         for _, p in self._params:
             if id(p) not in self._handles:
                 self._post(p)
-        for _, p in sorted(self._params, key=lambda item: -self._priority[id(item[1])]):
-            ops.synchronize(self._handles.pop(id(p)))
+        ranked = sorted(self._params, key=lambda item: -self._priority[id(item[1])])
+        items = [(p, self._handles.pop(id(p))) for _, p in ranked]
         for key in self._countdown:
             self._countdown[key] = self._passes
         self._in_backward = False
+        return items
+
+    def synchronize(self):
+        """Waits for every gradient's sum of this step, most urgent first."""
+        for _, handle in self.take_handles():
+            ops.synchronize(handle)
 
     def remove(self):
         self._forward.stop()

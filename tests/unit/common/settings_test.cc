@@ -42,6 +42,9 @@ TEST(SettingsTest, EmptyEnvironmentGivesDocumentedDefaults) {
   EXPECT_EQ(s.partition_bytes, 1ull << 20);
   EXPECT_FALSE(s.async);
   EXPECT_FALSE(s.deterministic);
+  EXPECT_FALSE(s.cross_iteration);
+  EXPECT_EQ(s.local_rank, 0);
+  EXPECT_EQ(s.local_size, 1);
   EXPECT_EQ(s.heartbeat_interval_ms, 1000);
   EXPECT_EQ(s.heartbeat_timeout_ms, 10000);
   EXPECT_EQ(s.startup_timeout_ms, 120000);
@@ -74,6 +77,7 @@ TEST(SettingsTest, CanonicalNamesSetEveryField) {
       {"SYNCLINE_PARTITION_BYTES", "65536"},
       {"SYNCLINE_ASYNC", "yes"},
       {"SYNCLINE_DETERMINISTIC", "on"},
+      {"SYNCLINE_CROSS_ITERATION", "1"},
       {"SYNCLINE_HEARTBEAT_INTERVAL_MS", "250"},
       {"SYNCLINE_HEARTBEAT_TIMEOUT_MS", "2000"},
       {"SYNCLINE_STARTUP_TIMEOUT_MS", "3000"},
@@ -97,6 +101,7 @@ TEST(SettingsTest, CanonicalNamesSetEveryField) {
   EXPECT_EQ(s.partition_bytes, 65536u);
   EXPECT_TRUE(s.async);
   EXPECT_TRUE(s.deterministic);
+  EXPECT_TRUE(s.cross_iteration);
   EXPECT_EQ(s.heartbeat_interval_ms, 250);
   EXPECT_EQ(s.heartbeat_timeout_ms, 2000);
   EXPECT_EQ(s.startup_timeout_ms, 3000);
