@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""End-to-end PyTorch training benchmark: syncline.torch against PyTorch DDP (gloo) of the same
+torch, same model, same per-worker batch, same machine, in one run; each configuration once per
+repeat, repeats interleaved, medians reported.
+
+  compute-only   the same workers at once, without communication (the floor of a step)
+  DDP            torch.nn.parallel.DistributedDataParallel, gloo all-reduce among the workers
+  Syncline       syncline.torch.DistributedOptimizer through Syncline's servers
+
+  bench/torch/run.py loopback [--models mlp5m,mlp25m,mlp100m]      2 workers + 1 server on this host
+  sudo bench/torch/run.py cluster [--models mlp25m,resnet18]       4 worker hosts, 1 Gbit/s links:
+        Syncline with 4 server hosts, Syncline colocated (a server on each worker host), DDP
+
+Run it with the Python of the shims' environment (.venv/bin/python, made by scripts/build).
+The cluster mode also prints the link-rate floor (gradient bytes / link rate, each way).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "cluster"))
+from benchenv import clean_env, json_lines  # noqa: E402
+
+STEP = str(HERE / "train_step.py")
+PSLAUNCH = str(Path(sys.executable).parent / "pslaunch")
+# The defaults as a user gets them, but untuned: the online tuner spends its
+# first few dozen steps searching, more than a benchmark run takes here.
+SYNCLINE_ENV = {"SYNCLINE_AUTOTUNE": "0", "SYNCLINE_LOG_LEVEL": "warn"}
+
+
+def log(*args):
+    print(*args, flush=True)
+
+
+def step_args(a, model, mode):
+    return [sys.executable, STEP, "--model", model, "--mode", mode, "--batch", str(a.batch), "--steps",
+            str(a.steps), "--warmup", str(a.warmup)]
+
+
+def results(output, workers, what):
+    rows = [r for r in json_lines(output) if "step_ms" in r]
+    if len(rows) != workers:
+        raise RuntimeError(f"{what}: expected {workers} results, got {len(rows)}:\n{output[-3000:]}")
+    return rows
+
+
+class Loopback:
+    name = "loopback"
+    configs = ("compute-only", "DDP", "Syncline")
+
+    def __init__(self, a):
+        self.a = a
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def _run_all(self, argvs, envs, what):
+        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for argv, env in zip(argvs, envs)]
+        out = ""
+        for p in procs:
+            try:
+                out += p.communicate(timeout=self.a.job_timeout)[0]
+            finally:
+                p.kill()
+            if p.returncode != 0:
+                raise RuntimeError(f"{what} failed ({p.returncode}):\n{out[-3000:]}")
+        return out
+
+    def run(self, config, model):
+        a, n = self.a, self.a.workers
+        if config == "compute-only":
+            out = self._run_all([step_args(a, model, "compute")] * n, [clean_env()] * n, config)
+        elif config == "DDP":
+            port = free_port()
+            envs = [clean_env(dict(RANK=r, WORLD_SIZE=n, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)) for r in range(n)]
+            out = self._run_all([step_args(a, model, "ddp")] * n, envs, config)
+        else:
+            argv = [PSLAUNCH, "--workers", str(n), "--servers", str(a.servers), "--timeout", str(a.job_timeout), "--",
+                    *step_args(a, model, "syncline")]
+            out = self._run_all([argv], [clean_env(SYNCLINE_ENV)], config)
+        return results(out, n, config)
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    name = "emulated cluster"
+    configs = ("compute-only", "DDP", "Syncline, server hosts", "Syncline, colocated")
+
+    def __init__(self, a):
+        import jobs
+        import netcluster
+        self.jobs, self.netcluster, self.a = jobs, netcluster, a
+        self.separate = jobs.Layout(a.workers, a.workers)          # 4 server hosts, 4 worker hosts
+        self.colocated = jobs.Layout(a.workers, a.workers, colocate=True)
+
+    def __enter__(self):
+        self.c = self.netcluster.EmulatedCluster(self.separate.hosts, rate=self.a.rate, timeout=self.a.timeout)
+        self.c.__enter__()
+        log(f"emulated cluster: {self.separate.hosts} hosts, links {self.netcluster.format_rate(self.c.rate)} "
+            f"each way; {self.a.workers} workers")
+        return self
+
+    def __exit__(self, *exc):
+        return self.c.__exit__(*exc)
+
+    def _wait(self, procs, what):
+        codes = self.c.wait(procs, timeout=self.a.job_timeout)
+        for p, code in zip(procs, codes):
+            if code != 0:
+                for q in procs:
+                    if q.popen.poll() is None:
+                        self.c.kill(q, grace=2.0)
+                raise RuntimeError(f"{what}: {p.name} exit {code}\n{p.output()[-3000:]}")
+        return "".join(p.output() for p in procs)
+
+    def run(self, config, model):
+        a, n = self.a, self.a.workers
+        hosts = [self.colocated.worker_host(r) for r in range(n)]
+        if config == "compute-only":
+            procs = [self.c.start(h, step_args(a, model, "compute"), clean_env(), name=f"compute-{r}")
+                     for r, h in enumerate(hosts)]
+            return results(self._wait(procs, config), n, config)
+        if config == "DDP":
+            master = self.c.address(hosts[0])
+            procs = [self.c.start(h, step_args(a, model, "ddp"),
+                                  clean_env(dict(RANK=r, WORLD_SIZE=n, MASTER_ADDR=master, MASTER_PORT=29500,
+                                                 GLOO_SOCKET_IFNAME=self.c.host_link(h))), name=f"ddp-{r}")
+                     for r, h in enumerate(hosts)]
+            return results(self._wait(procs, config), n, config)
+        layout = self.colocated if "colocated" in config else self.separate
+        job = self.jobs.start_job(self.c, layout, step_args(a, model, "syncline")[0:],
+                                  dict(SYNCLINE_ENV, PATH=os.environ["PATH"]), timeout=a.job_timeout)
+        codes = job.wait(a.job_timeout + 10)
+        if any(code != 0 for code in codes):
+            raise RuntimeError(f"{config}: " + "; ".join(
+                f"{p.name}: exit {code}\n{p.output()[-2000:]}" for p, code in zip(job.procs, codes) if code != 0))
+        return results("".join(p.output() for p in job.workers), n, config)
+
+
+def bench(platform, a):
+    summary = []
+    for model in a.models.split(","):
+        samples = {c: [] for c in platform.configs}
+        info = {}
+        for r in range(a.repeats):
+            for config in platform.configs:
+                rows = platform.run(config, model)
+                ms = statistics.median(row["step_ms"] for row in rows)
+                samples[config].append(ms)
+                info = rows[0]
+                log(f"  [{model}, repeat {r + 1}/{a.repeats}] {config:24s} {ms:9.1f} ms per step")
+        med = {c: statistics.median(v) for c, v in samples.items()}
+        grad_bytes = 4 * info["params"]
+        global_batch = a.batch * a.workers
+        log(f"\n{platform.name}: {model} ({info['params'] / 1e6:.1f}M parameters, {grad_bytes / 2**20:.0f} MiB of "
+            f"gradients), {a.workers} workers x batch {a.batch}, medians of {a.repeats}")
+        log(f"  {'configuration':24s} {'step ms':>9s} {'samples/s':>10s} {'x DDP':>7s}")
+        for c, ms in med.items():
+            log(f"  {c:24s} {ms:9.1f} {1000 * global_batch / ms:10.1f} {ms / med['DDP']:7.2f}")
+        row = dict(model=model, params=info["params"], median=med)
+        if a.where == "cluster":
+            floor_ms = 1000 * grad_bytes * 8 / platform.c.rate
+            bound = floor_ms + med["compute-only"]
+            log(f"  link-rate floor {floor_ms:.1f} ms (gradient bytes / link rate); Syncline with server hosts "
+                f"{med['Syncline, server hosts'] / bound:.2f} x (floor + compute-only)")
+            row["floor_ms"] = floor_ms
+        summary.append(row)
+    log("\nsummary (JSON): " + json.dumps(summary))
+    return summary
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("where", choices=["loopback", "cluster"])
+    p.add_argument("--models", default=None, help="comma-separated: mlp5m, mlp25m, mlp100m, resnet18")
+    p.add_argument("--batch", type=int, default=8, help="per-worker batch")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--workers", type=int)
+    p.add_argument("--servers", type=int, default=1, help="loopback: servers")
+    p.add_argument("--rate", default="1gbit", help="cluster: link rate each way")
+    p.add_argument("--timeout", type=float, default=5400, help="cluster: the whole run's deadline")
+    p.add_argument("--job-timeout", type=int, default=600)
+    a = p.parse_args(argv)
+    cluster = a.where == "cluster"
+    a.workers = a.workers or (4 if cluster else 2)
+    a.models = a.models or ("mlp25m,resnet18" if cluster else "mlp5m,mlp25m,mlp100m")
+    if not os.access(PSLAUNCH, os.X_OK):
+        sys.exit(f"{PSLAUNCH} is missing: run this with the shims' Python (.venv/bin/python, made by scripts/build)")
+    with (Cluster(a) if cluster else Loopback(a)) as platform:
+        bench(platform, a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
