@@ -184,6 +184,8 @@ def bench(platform, a):
             row["floor_ms"] = floor_ms
         summary.append(row)
     log("\nsummary (JSON): " + json.dumps(summary))
+    if a.json:
+        Path(a.json).write_text(json.dumps(summary) + "\n")
     return summary
 
 
@@ -200,6 +202,7 @@ def main(argv=None):
     p.add_argument("--rate", default="1gbit", help="cluster: link rate each way")
     p.add_argument("--timeout", type=float, default=5400, help="cluster: the whole run's deadline")
     p.add_argument("--job-timeout", type=int, default=600)
+    p.add_argument("--json", help="also write the summary here (input of bench/torch/bars_svg.py)")
     a = p.parse_args(argv)
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
