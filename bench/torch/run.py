@@ -89,7 +89,7 @@ class Loopback:
         else:
             argv = [PSLAUNCH, "--workers", str(n), "--servers", str(a.servers), "--timeout", str(a.job_timeout), "--",
                     *step_args(a, model, "syncline")]
-            out = self._run_all([argv], [clean_env(SYNCLINE_ENV)], config)
+            out = self._run_all([argv], [clean_env(dict(SYNCLINE_ENV, **self.a.env))], config)
         return results(out, n, config)
 
 
@@ -147,7 +147,7 @@ class Cluster:
             return results(self._wait(procs, config), n, config)
         layout = self.colocated if "colocated" in config else self.separate
         job = self.jobs.start_job(self.c, layout, step_args(a, model, "syncline")[0:],
-                                  dict(SYNCLINE_ENV, PATH=os.environ["PATH"]), timeout=a.job_timeout)
+                                  dict(SYNCLINE_ENV, PATH=os.environ["PATH"], **a.env), timeout=a.job_timeout)
         codes = job.wait(a.job_timeout + 10)
         if any(code != 0 for code in codes):
             raise RuntimeError(f"{config}: " + "; ".join(
@@ -158,10 +158,11 @@ class Cluster:
 def bench(platform, a):
     summary = []
     for model in a.models.split(","):
-        samples = {c: [] for c in platform.configs}
+        configs = [c for c in platform.configs if not a.configs or any(word in c.lower() for word in a.configs)]
+        samples = {c: [] for c in configs}
         info = {}
         for r in range(a.repeats):
-            for config in platform.configs:
+            for config in configs:
                 rows = platform.run(config, model)
                 ms = statistics.median(row["step_ms"] for row in rows)
                 samples[config].append(ms)
@@ -174,13 +175,14 @@ def bench(platform, a):
             f"gradients), {a.workers} workers x batch {a.batch}, medians of {a.repeats}")
         log(f"  {'configuration':24s} {'step ms':>9s} {'samples/s':>10s} {'x DDP':>7s}")
         for c, ms in med.items():
-            log(f"  {c:24s} {ms:9.1f} {1000 * global_batch / ms:10.1f} {ms / med['DDP']:7.2f}")
+            log(f"  {c:24s} {ms:9.1f} {1000 * global_batch / ms:10.1f} {ms / med.get('DDP', float('nan')):7.2f}")
         row = dict(model=model, params=info["params"], median=med)
         if a.where == "cluster":
             floor_ms = 1000 * grad_bytes * 8 / platform.c.rate
-            bound = floor_ms + med["compute-only"]
-            log(f"  link-rate floor {floor_ms:.1f} ms (gradient bytes / link rate); Syncline with server hosts "
-                f"{med['Syncline, server hosts'] / bound:.2f} x (floor + compute-only)")
+            log(f"  link-rate floor {floor_ms:.1f} ms (gradient bytes / link rate, each way)")
+            if "Syncline, server hosts" in med and "compute-only" in med:
+                bound = floor_ms + med["compute-only"]
+                log(f"  Syncline with server hosts: {med['Syncline, server hosts'] / bound:.2f} x (floor + compute-only)")
             row["floor_ms"] = floor_ms
         summary.append(row)
     log("\nsummary (JSON): " + json.dumps(summary))
@@ -203,7 +205,12 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=5400, help="cluster: the whole run's deadline")
     p.add_argument("--job-timeout", type=int, default=600)
     p.add_argument("--json", help="also write the summary here (input of bench/torch/bars_svg.py)")
+    p.add_argument("--configs", default="", help="only the configurations whose names contain one of these comma-separated words "
+                   "(compute, ddp, server, colocated, syncline); ratios need ddp")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for Syncline's processes")
     a = p.parse_args(argv)
+    a.configs = [c.strip().lower() for c in a.configs.split(",") if c.strip()]
+    a.env = dict(item.split("=", 1) for item in a.env)
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
     a.models = a.models or ("mlp25m,resnet18" if cluster else "mlp5m,mlp25m,mlp100m")

@@ -92,9 +92,9 @@ class Op:
             raise SynclineError("this operation was already waited for")
         code = self._lib.syncline_wait(self._handle, int(timeout_ms))
         if code != 0:
+            # The handle stays: a wait that timed out may be waited again, and the
+            # caller keeps the op (and the memory it writes into) alive after a failure.
             message = self._lib.syncline_last_error().decode(errors="replace")
-            if code != DEADLINE_EXCEEDED or timeout_ms < 0:  # a short wait that timed out may be waited again
-                self.free()
             raise SynclineError(f"push_pull failed: {message}", code)
         self.free()
 

@@ -28,12 +28,24 @@ class Session:
                 " is set): launch it with `pslaunch --workers N --servers M -- python your_script.py`")
         self.worker = _capi.Worker()
         self._lock = threading.Lock()
+        self._declare_lock = threading.Lock()  # a name's check and declaration as one step
         self._declared = {}  # name -> (dtype code, shape, tensor id)
         self._unnamed = 0
+        self._closers = []  # run at shutdown, before the worker leaves (e.g. updater threads)
+
+    def on_shutdown(self, close):
+        """Runs close() at shutdown(), before the worker leaves the job."""
+        with self._lock:
+            self._closers.append(close)
+
 
     def tensor_id(self, name, dtype, shape):
         """The id of tensor `name`, declaring it on first use (a collective: every worker declares it)."""
         shape = tuple(int(d) for d in shape)
+        with self._declare_lock:
+            return self._tensor_id(name, dtype, shape)
+
+    def _tensor_id(self, name, dtype, shape):
         with self._lock:
             known = self._declared.get(name)
         if known is not None:
@@ -59,7 +71,7 @@ class Session:
         length = np.zeros(1, dtype=np.float64)
         if self.worker.rank == root:
             length[0] = len(data)
-        self.worker.broadcast(self.tensor_id("syncline.bytes.length", _capi.FLOAT64, (1,)), length.ctypes.data, root)
+        self.broadcast_array(self.tensor_id("syncline.bytes.length", _capi.FLOAT64, (1,)), length, root)
         n = int(length[0])
         # Carried as 16-bit words in float32 elements: a sum with zeros keeps
         # every integer up to 65535 exact, where raw bytes read as floats would
@@ -74,13 +86,29 @@ class Session:
             raw[:n] = np.frombuffer(data, dtype=np.uint8)
             words[:] = raw.view(np.uint16)
         tensor_id = self.tensor_id(f"syncline.bytes.{capacity}", _capi.FLOAT32, (capacity // 2,))
-        self.worker.broadcast(tensor_id, words.ctypes.data, root)
+        self.broadcast_array(tensor_id, words, root)
         return words.astype(np.uint16).view(np.uint8)[:n].tobytes()
+
+    def broadcast_array(self, tensor_id, array, root):
+        """Broadcasts into `array` (contiguous); on failure the array is kept alive (see keep_alive)."""
+        try:
+            self.worker.broadcast(tensor_id, array.ctypes.data, root)
+        except BaseException:
+            keep_alive(array)
+            raise
 
 
 _current = None
 _ended = False
+_kept = []  # memory a failed call may still be written into: kept until the process ends
 _state_lock = threading.Lock()
+
+
+def keep_alive(*objects):
+    """Keeps `objects` (the buffers of a call that failed or timed out) alive for good: the
+    transport may still write into them."""
+    with _state_lock:
+        _kept.extend(objects)
 
 
 def init():
@@ -113,5 +141,14 @@ def shutdown():
     with _state_lock:
         session, _current = _current, None
         _ended = _ended or session is not None
-    if session is not None:
-        session.worker.shutdown()
+    if session is None:
+        return
+    first_error = None
+    for close in session._closers:
+        try:
+            close()
+        except BaseException as e:  # still leave the job; report the first failure afterwards
+            first_error = first_error or e
+    session.worker.shutdown()
+    if first_error is not None:
+        raise first_error

@@ -35,6 +35,10 @@ def test_backward_passes_per_step():
     run_checks("optimizer_passes")
 
 
+def test_optimizer_and_ddp_usage_of_horovod_and_torch():
+    run_checks("optimizer_api")
+
+
 def test_cross_iteration_overlap_with_adam():
     run_checks("cross_iteration_adam", env={"SYNCLINE_DETERMINISTIC": 1})
 

@@ -183,12 +183,59 @@ def cross_iteration_adam():
         assert torch.equal(a, b), name
 
 
-CHECKS = {f.__name__: f for f in (exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam)}
+def optimizer_api():
+    """Horovod/BytePS usage: synchronize() + clipping + skip_synchronize(); DDP's no_sync(); one wrapper per
+    parameter; shutdown() finishes overlapped updates still in flight."""
+    rank, size = bps.rank(), bps.size()
+    mean = sum(r + 1 for r in range(size)) / size
+    model = torch.nn.Linear(4, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    optimizer = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
+                                         named_parameters=model.named_parameters())
+    model(torch.full((1, 4), float(rank + 1))).sum().backward()
+    optimizer.synchronize()
+    assert torch.equal(model.weight.grad, torch.full((1, 4), mean)), model.weight.grad
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)  # norm 2*mean -> each element 0.5
+    with optimizer.skip_synchronize():
+        optimizer.step()
+    assert torch.allclose(model.weight, torch.full((1, 4), 0.75)), model.weight
+    try:
+        bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters())
+    except ValueError as e:
+        assert "already has its gradient averaged" in str(e), e
+    else:
+        raise AssertionError("a second wrapper over the same parameters was accepted")
+
+    net = bps.DistributedDataParallel(torch.nn.Linear(2, 1, bias=False), device_ids=None)
+    with torch.no_grad():
+        net.module.weight.fill_(0.0)
+    with net.no_sync():
+        net(torch.full((1, 2), float(rank + 1))).sum().backward()
+        net(torch.full((1, 2), float(rank + 1))).sum().backward()
+    net(torch.full((1, 2), float(rank + 1))).sum().backward()  # sends all three passes' sum
+    assert torch.equal(net.module.weight.grad, torch.full((1, 2), 3 * mean)), net.module.weight.grad
+
+    layer = torch.nn.Linear(3, 3)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+        layer.bias.fill_(0.0)
+    overlapped = bps.DistributedOptimizer(torch.optim.SGD(layer.parameters(), lr=1.0),
+                                          named_parameters=[("late." + n, p) for n, p in layer.named_parameters()],
+                                          cross_iteration=True)
+    layer(torch.ones(1, 3)).sum().backward()
+    overlapped.step()  # returns before the update; shutdown() must finish it
+    bps.shutdown()
+    assert torch.equal(layer.weight, torch.zeros(3, 3)), layer.weight
+    assert torch.equal(layer.bias, -torch.ones(3)), layer.bias
+
+
+CHECKS = {f.__name__: f for f in (exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam, optimizer_api)}
 
 if __name__ == "__main__":
     check = CHECKS[sys.argv[1]]
     bps.init()
     check()
     print(f"{check.__name__} ok", flush=True)
-    if check is not errors:
+    if check not in (errors, optimizer_api):
         bps.shutdown()

@@ -14,6 +14,7 @@ from syncline.torch.ops import (
     SUPPORTED_DTYPES,
     declare,
     init,
+    is_initialized,
     local_rank,
     local_size,
     poll,
@@ -30,7 +31,7 @@ from syncline.torch.parallel import DistributedDataParallel
 
 __all__ = [
     "Compression", "DistributedDataParallel", "DistributedOptimizer", "NotInitializedError", "SUPPORTED_DTYPES",
-    "SynclineError", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters", "declare", "init",
+    "SynclineError", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters", "declare", "init", "is_initialized",
     "local_rank", "local_size", "poll", "push_pull", "push_pull_async", "push_pull_async_inplace",
     "push_pull_inplace", "rank", "shutdown", "size", "synchronize",
 ]

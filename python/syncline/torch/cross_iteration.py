@@ -9,7 +9,8 @@ next iteration compute while the last layers' gradients are still on the
 network.
 
 A parameter read outside a module's forward (by hand, to save it) may still
-be updating: call the optimizer's synchronize() first.
+be updating: call the optimizer's synchronize() first. A gradient about to be
+added to a parameter whose update is still running waits for that update.
 """
 import collections
 import threading
@@ -21,7 +22,7 @@ from syncline.torch import ops
 
 class CrossIterationUpdater:
     def __init__(self, update_one):
-        self._update_one = update_one  # update_one(p): applies p's averaged gradient to p
+        self._update_one = update_one  # update_one(p, *context): applies p's averaged gradient to p
         self._cv = threading.Condition()
         self._queue = collections.deque()  # (parameter, push_pull handle), most urgent first
         self._pending = set()  # ids of parameters whose update has not run yet
@@ -32,12 +33,13 @@ class CrossIterationUpdater:
         self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
 
     def submit(self, items):
-        """Queues the updates of `items` ((parameter, handle), most urgent first)."""
+        """Queues the updates of `items` ((parameter, handle, context), most urgent first);
+        update_one(parameter, *context) runs once the handle's sum is back."""
         with self._cv:
             self._raise_error()
-            for p, handle in items:
+            for p, handle, context in items:
                 self._pending.add(id(p))
-                self._queue.append((p, handle))
+                self._queue.append((p, handle, context))
             self._cv.notify_all()
 
     def is_pending(self, p):
@@ -53,12 +55,15 @@ class CrossIterationUpdater:
             self._raise_error()
 
     def close(self):
-        self.wait()
-        with self._cv:
-            self._closed = True
-            self._cv.notify_all()
-        self._thread.join(timeout=60)
-        self._hook.remove()
+        """Waits for the updates in flight (raising an update's error), then stops the thread."""
+        try:
+            self.wait()
+        finally:
+            with self._cv:
+                self._closed = True
+                self._cv.notify_all()
+            self._thread.join(timeout=60)
+            self._hook.remove()
 
     def _raise_error(self):
         if self._error is not None:
@@ -76,13 +81,15 @@ class CrossIterationUpdater:
                     self._cv.wait()
                 if not self._queue:
                     return
-                p, handle = self._queue.popleft()
+                p, handle, context = self._queue.popleft()
             try:
                 ops.synchronize(handle)
-                self._update_one(p)
+                self._update_one(p, *context)
             except BaseException as e:  # handed to the training thread at its next wait
                 with self._cv:
                     self._error = e
+                    # The sums still queued are left to the runtime (their buffers stay
+                    # referenced by syncline.torch.ops until shutdown).
                     self._queue.clear()
                     self._pending.clear()
                     self._cv.notify_all()

@@ -61,6 +61,12 @@ class GradientSync:
         names = [name for name, _ in self._params]
         if len(set(names)) != len(names):
             raise ValueError("named_parameters has repeated names: each parameter needs its own")
+        for name, p in self._params:
+            owner = getattr(p, "_syncline_gradient_sync", None)
+            if owner is not None and owner._hooks:
+                raise ValueError(
+                    f"parameter '{name}' already has its gradient averaged by another DistributedOptimizer or "
+                    "DistributedDataParallel: wrap each parameter once (two wrappers would sum it twice)")
         # Declared up front, in the same order on every worker (declaring is a collective).
         for name, p in self._params:
             dtype = compression.wire_dtype(p.dtype)
@@ -70,17 +76,33 @@ class GradientSync:
         self._forward = ForwardOrder([p for _, p in self._params])
         self._handles = {}  # id(p) -> handle of its push_pull in flight
         self._countdown = {id(p): self._passes for _, p in self._params}
-        self._hooks = [self._register(p) for _, p in self._params]
+        self.posting = True  # off: gradients accumulate locally (DDP's no_sync)
+        self.before_accumulate = None  # called with p before backward adds to p.grad (cross-iteration)
+        self._hooks = []
+        for _, p in self._params:
+            self._hooks += self._register(p)
+            p._syncline_gradient_sync = self
         self._in_backward = False
 
     def _register(self, p):
+        # Before accumulation: a gradient must not be added into a p.grad that is still in flight.
+        hooks = [p.register_hook(lambda grad, p=p: self._check_before_accumulate(p))]
         if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-            return p.register_post_accumulate_grad_hook(self._on_gradient)
+            return hooks + [p.register_post_accumulate_grad_hook(self._on_gradient)]
         # Older torch: a hook on the parameter's gradient accumulator.
         accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-        handle = accumulator.register_hook(lambda *unused: self._on_gradient(p))
-        self._keep_alive = getattr(self, "_keep_alive", []) + [accumulator]
-        return handle
+        self._accumulators = getattr(self, "_accumulators", []) + [accumulator]
+        return hooks + [accumulator.register_hook(lambda *unused, p=p: self._on_gradient(p))]
+
+    def _check_before_accumulate(self, p):
+        key = id(p)
+        if key in self._handles:
+            raise RuntimeError(
+                f"the gradient of '{self._name_of[key]}' was produced again before its push_pull was "
+                f"synchronized: call step() after every {self._passes} backward pass(es) "
+                "(backward_passes_per_step)")
+        if self.before_accumulate is not None:
+            self.before_accumulate(p)
 
     def priority(self, p):
         return self._priority[id(p)]
@@ -92,17 +114,14 @@ class GradientSync:
                 self._priority[key] = -i
 
     def _on_gradient(self, p):
+        if not self.posting:
+            return
         if not self._in_backward:
             self._in_backward = True
             self._learn_priorities()
             if self._on_first_hook is not None:
                 self._on_first_hook()
         key = id(p)
-        if key in self._handles:
-            raise RuntimeError(
-                f"the gradient of '{self._name_of[key]}' was produced again before its push_pull was "
-                f"synchronized: call step() after every {self._passes} backward pass(es) "
-                "(backward_passes_per_step)")
         self._countdown[key] -= 1
         if self._countdown[key] == 0:
             self._post(p)
@@ -140,3 +159,6 @@ class GradientSync:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        for _, p in self._params:
+            if getattr(p, "_syncline_gradient_sync", None) is self:
+                del p._syncline_gradient_sync

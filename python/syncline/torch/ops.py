@@ -37,9 +37,15 @@ def init():
 
 
 def shutdown():
-    """Waits for every push_pull in flight, then leaves the job."""
-    _handles.clear()
-    _session.shutdown()
+    """Waits for every push_pull in flight (and overlapped updates), then leaves the job."""
+    try:
+        _session.shutdown()
+    finally:
+        _handles.clear()  # only now: libsyncline wrote into these buffers until it left
+
+
+def is_initialized():
+    return _session.is_initialized()
 
 
 def rank():
@@ -160,7 +166,11 @@ def poll(handle):
 def synchronize(handle):
     """Waits for the push_pull of `handle` (bounded by the job's request timeout) and returns its result."""
     pending = _handles.pop(handle)
-    pending.op.wait()
+    try:
+        pending.op.wait()
+    except BaseException:
+        _session.keep_alive(pending)  # the transport may still write into its buffer
+        raise
     result = pending.compression.decompress(pending.buffer, pending.ctx)
     if result is not pending.output:
         with torch.no_grad():

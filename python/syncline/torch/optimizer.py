@@ -10,6 +10,7 @@ each parameter is updated as soon as its own sum is back
 libsyncline, which drives the online tuner of partition size and credit and
 the trace's step range.
 """
+import contextlib
 import threading
 
 import torch
@@ -22,6 +23,7 @@ from syncline.torch.gradient_sync import GradientSync
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, cross_iteration):
+        self._own_thread_groups = threading.local()  # the updater thread's one-parameter view
         super(self.__class__, self).__init__(params)
         all_params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is None:
@@ -30,16 +32,36 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             named = list(named_parameters)
             if any(not isinstance(item, tuple) or len(item) != 2 for item in named):
                 raise ValueError("named_parameters must be (name, parameter) pairs, such as model.named_parameters()")
-            unnamed = {id(p) for p in all_params} - {id(p) for _, p in named}
+            owned = {id(p) for p in all_params}
+            unnamed = owned - {id(p) for _, p in named}
             if unnamed:
                 raise ValueError(f"{len(unnamed)} parameter(s) of the optimizer are missing from named_parameters")
+            named = [(n, p) for n, p in named if id(p) in owned]  # only what this optimizer updates
         worker = _session.current().worker
         self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
         self._last_step_end_us = None
+        self._synchronized = False  # synchronize() ran since the last step()
+        self._should_synchronize = True
         if cross_iteration is None:
             cross_iteration = worker.cross_iteration
-        self._groups_lock = threading.Lock()
-        self._updater = CrossIterationUpdater(self._update_one) if cross_iteration else None
+        self._updater = None
+        if cross_iteration:
+            self._updater = CrossIterationUpdater(self._update_one)
+            self._sync.before_accumulate = lambda p: self._updater.wait([p])
+            _session.current().on_shutdown(self._updater.close)
+
+    # The training thread always sees the real param groups; the updater thread,
+    # while it updates one parameter, sees a one-parameter copy (hyperparameters
+    # as they were at that step()), so nothing shared is ever narrowed.
+    # (Stored under its own name in __dict__, where torch's __setstate__ writes it too.)
+    @property
+    def param_groups(self):
+        view = getattr(self.__dict__.get("_own_thread_groups"), "groups", None)
+        return view if view is not None else self.__dict__["param_groups"]
+
+    @param_groups.setter
+    def param_groups(self, groups):
+        self.__dict__["param_groups"] = groups
 
     @property
     def cross_iteration(self):
@@ -47,25 +69,33 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return self._updater is not None
 
     def synchronize(self):
-        """Waits for every gradient's sum (step() does this itself); with cross-iteration overlap, for
-        every parameter update in flight, so that parameters may be read."""
+        """Waits for every gradient's average, so that they may be read or changed (clipping) before
+        step(); step() then does not send them again. With cross-iteration overlap: waits for the
+        updates in flight, so that parameters may be read."""
         if self._updater is not None:
             self._updater.wait()
-        else:
-            self._sync.synchronize()
+            return
+        self._sync.synchronize()
+        self._synchronized = True
 
-    def _update_one(self, p):
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Horovod's and BytePS's: step() inside this block does not synchronize (the script did)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def _update_one(self, p, hyperparameters, grad):
         # The wrapped optimizer's own step(), over this one parameter.
-        with self._groups_lock:
-            saved = [group["params"] for group in self.param_groups]
-            try:
-                for group in self.param_groups:
-                    group["params"] = [q for q in group["params"] if q is p]
-                super(self.__class__, self).step()
-            finally:
-                for group, params in zip(self.param_groups, saved):
-                    group["params"] = params
-        p.grad = None  # consumed; the next backward starts it afresh
+        self._own_thread_groups.groups = [dict(hyperparameters, params=[p])]
+        try:
+            super(self.__class__, self).step()
+        finally:
+            self._own_thread_groups.groups = None
+        if p.grad is grad:
+            p.grad = None  # consumed; the next backward starts it afresh
 
     def zero_grad(self, set_to_none=True):
         if self._updater is None:
@@ -81,14 +111,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._last_step_end_us is not None:
             worker.trace_span("forward+backward", self._last_step_end_us, worker.now_us())
         if self._updater is None:
-            self._sync.synchronize()
+            if self._should_synchronize and not self._synchronized:
+                self._sync.synchronize()
+            self._synchronized = False
             loss = super(self.__class__, self).step(closure)
         else:
             if closure is not None:
                 raise ValueError("step(closure) cannot overlap iterations: turn cross-iteration overlap off "
                                  "(SYNCLINE_CROSS_ITERATION) for optimizers that re-evaluate the model")
             self._updater.wait()  # last step's updates: done by now unless a parameter is unused
-            self._updater.submit(self._sync.take_handles())
+            group_of = {}
+            for group in self.param_groups:
+                hyperparameters = {k: v for k, v in group.items() if k != "params"}
+                for q in group["params"]:
+                    group_of[id(q)] = hyperparameters
+            items = [(p, handle, (group_of[id(p)], p.grad)) for p, handle in self._sync.take_handles()]
+            self._updater.submit(items)
             loss = None
         worker.begin_step()
         self._last_step_end_us = worker.now_us()

@@ -5,6 +5,8 @@ parameters and buffers everywhere at construction, posts each gradient through
 the scheduling proxy as backward produces it, and waits for the averaged
 gradients when backward ends, so optimizer.step() sees them as with DDP.
 """
+import contextlib
+
 import torch
 
 from syncline import _session
@@ -14,7 +16,12 @@ from syncline.torch.gradient_sync import GradientSync
 
 
 class DistributedDataParallel(torch.nn.Module):
-    def __init__(self, module, broadcast_buffers=True, compression=Compression.none, root_rank=0, name="ddp"):
+    """`device_ids`, `output_device` and `find_unused_parameters` are accepted as torch's DDP takes
+    them and need nothing here: tensors stay where the module puts them, and gradients backward
+    did not produce are sent as zeros."""
+
+    def __init__(self, module, device_ids=None, output_device=None, broadcast_buffers=True,
+                 find_unused_parameters=False, compression=Compression.none, root_rank=0, name="ddp"):
         super().__init__()
         self.module = module
         self.broadcast_buffers = broadcast_buffers
@@ -24,6 +31,16 @@ class DistributedDataParallel(torch.nn.Module):
         self._sync = GradientSync(module.named_parameters(), compression, 1, prefix=f"{name}.grad.",
                                   on_first_hook=self._wait_at_backward_end)
         self._worker = _session.current().worker
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """As torch DDP's: gradients of backward passes inside accumulate locally; the first backward
+        after the block sends the accumulated gradients."""
+        self._sync.posting = False
+        try:
+            yield
+        finally:
+            self._sync.posting = True
 
     def _wait_at_backward_end(self):
         torch.autograd.Variable._execution_engine.queue_callback(self._sync.synchronize)
