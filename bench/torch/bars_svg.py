@@ -13,6 +13,13 @@ from html import escape
 
 COLORS = {"compute-only": "#bdbdbd", "DDP": "#3182bd", "Syncline": "#fd8d3c", "Syncline, server hosts": "#fd8d3c",
           "Syncline, colocated": "#fdd0a2"}
+VARIANT_COLORS = {"#fd8d3c": "#a63603", "#fdd0a2": "#e6550d"}  # a labelled variant: a darker shade
+
+
+def color(config):
+    base = config.split(" (")[0]
+    c = COLORS.get(base, "#999")
+    return VARIANT_COLORS.get(c, c) if config != base else c
 
 
 def main():
@@ -46,7 +53,7 @@ def main():
             ratio = ms / med["DDP"]
             h = height * ratio / (peak * 1.1)
             out.append(f'<rect x="{x}" y="{base - h:.1f}" width="{bar_w - 4}" height="{h:.1f}" '
-                       f'fill="{COLORS.get(config, "#999")}"><title>{escape(config)}: {ms:.0f} ms</title></rect>')
+                       f'fill="{color(config)}"><title>{escape(config)}: {ms:.0f} ms</title></rect>')
             out.append(f'<text x="{x + (bar_w - 4) / 2}" y="{base - h - 3:.1f}" text-anchor="middle" '
                        f'font-size="9">{ratio:.2f}</text>')
             x += bar_w
@@ -56,7 +63,7 @@ def main():
     out.append(f'<line x1="{left - 4}" x2="{width - 10}" y1="{base}" y2="{base}" stroke="#333"/>')
     for i, config in enumerate(configs):
         y = base + 36 + 22 * i
-        out.append(f'<rect x="{left}" y="{y}" width="14" height="14" fill="{COLORS.get(config, "#999")}"/>')
+        out.append(f'<rect x="{left}" y="{y}" width="14" height="14" fill="{color(config)}"/>')
         out.append(f'<text x="{left + 20}" y="{y + 11}">{escape(config)}</text>')
     out.append("</svg>")
     with open(a.out, "w") as f:

@@ -52,12 +52,25 @@ def results(output, workers, what):
     return rows
 
 
+def with_variants(configs, a):
+    """Each Syncline configuration once per --variant (a label and its settings)."""
+    out = []
+    for c in configs:
+        out += [c] if not c.startswith("Syncline") else [c + (f" ({label})" if label else "") for label in a.variants]
+    return tuple(out)
+
+
+def variant_env(config, a):
+    label = config[config.index("(") + 1:-1] if config.endswith(")") else ""
+    return dict(SYNCLINE_ENV, **a.variants[label])
+
+
 class Loopback:
     name = "loopback"
-    configs = ("compute-only", "DDP", "Syncline")
 
     def __init__(self, a):
         self.a = a
+        self.configs = with_variants(("compute-only", "DDP", "Syncline"), a)
 
     def __enter__(self):
         return self
@@ -89,7 +102,7 @@ class Loopback:
         else:
             argv = [PSLAUNCH, "--workers", str(n), "--servers", str(a.servers), "--timeout", str(a.job_timeout), "--",
                     *step_args(a, model, "syncline")]
-            out = self._run_all([argv], [clean_env(dict(SYNCLINE_ENV, **self.a.env))], config)
+            out = self._run_all([argv], [clean_env(variant_env(config, a))], config)
         return results(out, n, config)
 
 
@@ -102,17 +115,18 @@ def free_port():
 
 class Cluster:
     name = "emulated cluster"
-    configs = ("compute-only", "DDP", "Syncline, server hosts", "Syncline, colocated")
 
     def __init__(self, a):
         import jobs
         import netcluster
         self.jobs, self.netcluster, self.a = jobs, netcluster, a
+        self.configs = with_variants(("compute-only", "DDP", "Syncline, server hosts", "Syncline, colocated"), a)
         self.separate = jobs.Layout(a.workers, a.workers)          # 4 server hosts, 4 worker hosts
         self.colocated = jobs.Layout(a.workers, a.workers, colocate=True)
 
     def __enter__(self):
-        self.c = self.netcluster.EmulatedCluster(self.separate.hosts, rate=self.a.rate, timeout=self.a.timeout)
+        kwargs = {} if self.a.queue_ms is None else {"queue_ms": self.a.queue_ms}
+        self.c = self.netcluster.EmulatedCluster(self.separate.hosts, rate=self.a.rate, timeout=self.a.timeout, **kwargs)
         self.c.__enter__()
         log(f"emulated cluster: {self.separate.hosts} hosts, links {self.netcluster.format_rate(self.c.rate)} "
             f"each way; {self.a.workers} workers")
@@ -120,6 +134,18 @@ class Cluster:
 
     def __exit__(self, *exc):
         return self.c.__exit__(*exc)
+
+    def drops(self):
+        """Packets the links' shapers have dropped so far (all hosts, both directions): the trace
+        of incast, where several flows meet in one shallow link queue."""
+        import re
+        total = 0
+        for i in range(self.c.hosts):
+            for ns, dev in ((self.c.namespace(i), self.c.host_link(i)), (self.c.bridge_ns, self.c.bridge_port(i))):
+                out = subprocess.run(["tc", "-n", ns, "-s", "qdisc", "show", "dev", dev], capture_output=True,
+                                     text=True).stdout
+                total += sum(int(d) for d in re.findall(r"dropped (\d+)", out))
+        return total
 
     def _wait(self, procs, what):
         codes = self.c.wait(procs, timeout=self.a.job_timeout)
@@ -147,7 +173,7 @@ class Cluster:
             return results(self._wait(procs, config), n, config)
         layout = self.colocated if "colocated" in config else self.separate
         job = self.jobs.start_job(self.c, layout, step_args(a, model, "syncline")[0:],
-                                  dict(SYNCLINE_ENV, PATH=os.environ["PATH"], **a.env), timeout=a.job_timeout)
+                                  dict(variant_env(config, a), PATH=os.environ["PATH"]), timeout=a.job_timeout)
         codes = job.wait(a.job_timeout + 10)
         if any(code != 0 for code in codes):
             raise RuntimeError(f"{config}: " + "; ".join(
@@ -163,11 +189,16 @@ def bench(platform, a):
         info = {}
         for r in range(a.repeats):
             for config in configs:
+                dropped = platform.drops() if hasattr(platform, "drops") else None
                 rows = platform.run(config, model)
                 ms = statistics.median(row["step_ms"] for row in rows)
                 samples[config].append(ms)
                 info = rows[0]
-                log(f"  [{model}, repeat {r + 1}/{a.repeats}] {config:24s} {ms:9.1f} ms per step")
+                extra = ""
+                if dropped is not None:
+                    steps = a.warmup + a.steps
+                    extra = f"   {(platform.drops() - dropped) / steps:8.0f} packets dropped by the links per step"
+                log(f"  [{model}, repeat {r + 1}/{a.repeats}] {config:24s} {ms:9.1f} ms per step{extra}")
         med = {c: statistics.median(v) for c, v in samples.items()}
         grad_bytes = 4 * info["params"]
         global_batch = a.batch * a.workers
@@ -180,9 +211,10 @@ def bench(platform, a):
         if a.where == "cluster":
             floor_ms = 1000 * grad_bytes * 8 / platform.c.rate
             log(f"  link-rate floor {floor_ms:.1f} ms (gradient bytes / link rate, each way)")
-            if "Syncline, server hosts" in med and "compute-only" in med:
-                bound = floor_ms + med["compute-only"]
-                log(f"  Syncline with server hosts: {med['Syncline, server hosts'] / bound:.2f} x (floor + compute-only)")
+            for c in med:
+                if c.startswith("Syncline, server hosts") and "compute-only" in med:
+                    bound = floor_ms + med["compute-only"]
+                    log(f"  {c}: {med[c] / bound:.2f} x (floor + compute-only)")
             row["floor_ms"] = floor_ms
         summary.append(row)
     log("\nsummary (JSON): " + json.dumps(summary))
@@ -203,14 +235,23 @@ def main(argv=None):
     p.add_argument("--servers", type=int, default=1, help="loopback: servers")
     p.add_argument("--rate", default="1gbit", help="cluster: link rate each way")
     p.add_argument("--timeout", type=float, default=5400, help="cluster: the whole run's deadline")
+    p.add_argument("--queue-ms", type=float, help="cluster: depth of each link's queue, in ms at the link rate "
+                   "(default: bench/cluster's shallow switch buffer)")
     p.add_argument("--job-timeout", type=int, default=600)
     p.add_argument("--json", help="also write the summary here (input of bench/torch/bars_svg.py)")
     p.add_argument("--configs", default="", help="only the configurations whose names contain one of these comma-separated words "
                    "(compute, ddp, server, colocated, syncline); ratios need ddp")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for Syncline's processes")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL:NAME=VALUE,...",
+                   help="also run Syncline with these settings, labelled (repeatable); e.g. "
+                        "'256K x 2M:SYNCLINE_PARTITION_BYTES=262144,SYNCLINE_SCHEDULING_CREDIT=2097152'")
     a = p.parse_args(argv)
     a.configs = [c.strip().lower() for c in a.configs.split(",") if c.strip()]
     a.env = dict(item.split("=", 1) for item in a.env)
+    a.variants = {"": a.env}
+    for item in a.variant:
+        label, _, settings = item.partition(":")
+        a.variants[label] = dict(a.env, **dict(kv.split("=", 1) for kv in settings.split(",") if kv))
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
     a.models = a.models or ("mlp25m,resnet18" if cluster else "mlp5m,mlp25m,mlp100m")
