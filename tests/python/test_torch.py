@@ -43,6 +43,11 @@ def test_cross_iteration_overlap_with_adam():
     run_checks("cross_iteration_adam", env={"SYNCLINE_DETERMINISTIC": 1})
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here: the CUDA path is tested where one is found")
+def test_cuda_tensors_through_device_staging():
+    run_checks("cuda_sums")
+
+
 def test_dead_peer_ends_push_pull_with_an_error_naming_it():
     code, out = run_job(2, [CHECKS, "dead_peer"], env={"SYNCLINE_HEARTBEAT_TIMEOUT_MS": 2000}, timeout=120)
     assert "dead_peer ok" in worker_lines(out, 0), out

@@ -230,7 +230,28 @@ def optimizer_api():
     assert torch.equal(layer.bias, -torch.ones(3)), layer.bias
 
 
-CHECKS = {f.__name__: f for f in (exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam, optimizer_api)}
+def cuda_sums():
+    """CUDA tensors (device staging, after torch's stream): exact sums in place and out of place, and a
+    DistributedOptimizer step on GPU parameters. Runs only where torch finds a GPU."""
+    rank, size = bps.rank(), bps.size()
+    device = torch.device("cuda", bps.local_rank() % torch.cuda.device_count())
+    total = float(sum(r + 1 for r in range(size)))
+    x = torch.full((3, 1000), float(rank + 1), device=device)
+    assert torch.equal(bps.push_pull(x, average=False, name="cuda.out").cpu(), torch.full((3, 1000), total))
+    bps.push_pull_inplace(x, average=False, name="cuda.in")
+    assert x.is_cuda and torch.equal(x.cpu(), torch.full((3, 1000), total))
+    model = torch.nn.Linear(4, 1, bias=False).to(device)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    optimizer = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                         named_parameters=model.named_parameters())
+    model(torch.full((1, 4), float(rank + 1), device=device)).sum().backward()
+    optimizer.step()
+    assert torch.equal(model.weight.cpu(), torch.full((1, 4), 1.0 - total / size))
+
+
+CHECKS = {f.__name__: f for f in (exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam, optimizer_api,
+                                            cuda_sums)}
 
 if __name__ == "__main__":
     check = CHECKS[sys.argv[1]]
