@@ -42,23 +42,31 @@ class Session:
     def tensor_id(self, name, dtype, shape):
         """The id of tensor `name`, declaring it on first use (a collective: every worker declares it)."""
         shape = tuple(int(d) for d in shape)
+        known = self._known(name, dtype, shape)
+        if known is not None:
+            return known
+        # A new name: one declaration at a time (checked again under the lock), while
+        # names already declared never wait behind it (a declaration waits for every worker).
         with self._declare_lock:
-            return self._tensor_id(name, dtype, shape)
+            known = self._known(name, dtype, shape)
+            if known is not None:
+                return known
+            tensor_id = self.worker.declare(name, dtype, int(np.prod(shape, dtype=np.int64)))
+            with self._lock:
+                self._declared[name] = (dtype, shape, tensor_id)
+            return tensor_id
 
-    def _tensor_id(self, name, dtype, shape):
+    def _known(self, name, dtype, shape):
         with self._lock:
             known = self._declared.get(name)
-        if known is not None:
-            if known[:2] != (dtype, shape):
-                raise ValueError(
-                    f"tensor name '{name}' was first used for a {_capi.DTYPE_NAMES[known[0]]} tensor of shape "
-                    f"{list(known[1])} and now for a {_capi.DTYPE_NAMES[dtype]} tensor of shape {list(shape)}: "
-                    "a name stands for one tensor; give the other one its own name")
-            return known[2]
-        tensor_id = self.worker.declare(name, dtype, int(np.prod(shape, dtype=np.int64)))
-        with self._lock:
-            self._declared[name] = (dtype, shape, tensor_id)
-        return tensor_id
+        if known is None:
+            return None
+        if known[:2] != (dtype, shape):
+            raise ValueError(
+                f"tensor name '{name}' was first used for a {_capi.DTYPE_NAMES[known[0]]} tensor of shape "
+                f"{list(known[1])} and now for a {_capi.DTYPE_NAMES[dtype]} tensor of shape {list(shape)}: "
+                "a name stands for one tensor; give the other one its own name")
+        return known[2]
 
     def unnamed(self, kind):
         """A name for a call that gave none: the same sequence on every worker that makes the same calls."""

@@ -171,6 +171,10 @@ def cross_iteration_adam():
                                                    named_parameters=named, cross_iteration=overlap))
         models.append(model)
     assert [o.cross_iteration for o in optimizers] == [False, True]
+    calls = [0, 0]
+    if hasattr(optimizers[0], "register_step_post_hook"):  # torch >= 2.0
+        for i, optimizer in enumerate(optimizers):
+            optimizer.register_step_post_hook(lambda *args, i=i: calls.__setitem__(i, calls[i] + 1))
     data = torch.Generator().manual_seed(rank)
     for _ in range(5):
         x = torch.randn(4, 6, generator=data)
@@ -181,6 +185,10 @@ def cross_iteration_adam():
     optimizers[1].synchronize()
     for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):
         assert torch.equal(a, b), name
+    if hasattr(optimizers[0], "register_step_post_hook"):
+        assert calls == [5, 5], f"step hooks ran {calls} times in 5 steps"
+    import io
+    torch.save(models[1], io.BytesIO())  # a wrapped model still pickles
 
 
 def optimizer_api():
@@ -223,10 +231,18 @@ def optimizer_api():
     overlapped = bps.DistributedOptimizer(torch.optim.SGD(layer.parameters(), lr=1.0),
                                           named_parameters=[("late." + n, p) for n, p in layer.named_parameters()],
                                           cross_iteration=True)
-    layer(torch.ones(1, 3)).sum().backward()
+    layer(torch.full((1, 3), float(rank + 1))).sum().backward()
+    overlapped.synchronize()  # with overlap too: the gradients are averaged, ready to be clipped
+    assert torch.equal(layer.weight.grad, torch.full((3, 3), mean)), layer.weight.grad
     overlapped.step()  # returns before the update; shutdown() must finish it
+    try:
+        overlapped.add_param_group({"params": [torch.zeros(1, requires_grad=True)]})
+    except ValueError as e:
+        assert "fixed when it is built" in str(e), e
+    else:
+        raise AssertionError("a parameter group added after construction was accepted")
     bps.shutdown()
-    assert torch.equal(layer.weight, torch.zeros(3, 3)), layer.weight
+    assert torch.equal(layer.weight, torch.full((3, 3), 1.0 - mean)), layer.weight
     assert torch.equal(layer.bias, -torch.ones(3)), layer.bias
 
 

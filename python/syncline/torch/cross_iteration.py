@@ -83,7 +83,8 @@ class CrossIterationUpdater:
                     return
                 p, handle, context = self._queue.popleft()
             try:
-                ops.synchronize(handle)
+                if handle is not None:  # None: the sum is already back (the optimizer's synchronize())
+                    ops.synchronize(handle)
                 self._update_one(p, *context)
             except BaseException as e:  # handed to the training thread at its next wait
                 with self._cv:

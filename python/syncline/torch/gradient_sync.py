@@ -8,6 +8,8 @@ construction. Parameters forward never reached, and every parameter until a
 forward has run, rank after those, in declaration order. BytePS's PyTorch
 plugin ranks by name instead, which is alphabetical, not the model's order.
 """
+import weakref
+
 import torch
 
 from syncline import _session
@@ -40,6 +42,12 @@ class ForwardOrder:
             self._hook = None
 
 
+# Which GradientSync averages a parameter's gradient, by id(parameter). Values
+# are weak, so a wrapper that is gone frees its parameters for another; kept
+# here rather than on the parameter, which torch.save would pickle.
+_owners = weakref.WeakValueDictionary()
+
+
 class GradientSync:
     """Pushes and pulls the gradients of `named_parameters` (each averaged over workers)."""
 
@@ -62,7 +70,7 @@ class GradientSync:
         if len(set(names)) != len(names):
             raise ValueError("named_parameters has repeated names: each parameter needs its own")
         for name, p in self._params:
-            owner = getattr(p, "_syncline_gradient_sync", None)
+            owner = _owners.get(id(p))
             if owner is not None and owner._hooks:
                 raise ValueError(
                     f"parameter '{name}' already has its gradient averaged by another DistributedOptimizer or "
@@ -81,7 +89,7 @@ class GradientSync:
         self._hooks = []
         for _, p in self._params:
             self._hooks += self._register(p)
-            p._syncline_gradient_sync = self
+            _owners[id(p)] = self
         self._in_backward = False
 
     def _register(self, p):
@@ -149,6 +157,17 @@ class GradientSync:
         self._in_backward = False
         return items
 
+    def has_pending(self):
+        """Whether this step's backward has begun (some gradient posted or counted)."""
+        return bool(self._handles) or self._in_backward
+
+    def finish_interrupted(self):
+        """After a backward that raised partway (caught by the script), finishes that step's
+        push_pulls (the gradients it did not reach push zeros, as the other workers expect them),
+        so that the next backward starts clean."""
+        if self._handles or self._in_backward:
+            self.synchronize()
+
     def synchronize(self):
         """Waits for every gradient's sum of this step, most urgent first."""
         for _, handle in self.take_handles():
@@ -160,5 +179,5 @@ class GradientSync:
             h.remove()
         self._hooks = []
         for _, p in self._params:
-            if getattr(p, "_syncline_gradient_sync", None) is self:
-                del p._syncline_gradient_sync
+            if _owners.get(id(p)) is self:
+                del _owners[id(p)]

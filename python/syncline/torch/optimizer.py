@@ -16,6 +16,7 @@ import threading
 import torch
 
 from syncline import _session
+from syncline.torch import ops
 from syncline.torch.compression import Compression
 from syncline.torch.cross_iteration import CrossIterationUpdater
 from syncline.torch.gradient_sync import GradientSync
@@ -24,6 +25,7 @@ from syncline.torch.gradient_sync import GradientSync
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, cross_iteration):
         self._own_thread_groups = threading.local()  # the updater thread's one-parameter view
+        self._constructed = False
         super(self.__class__, self).__init__(params)
         all_params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is None:
@@ -41,6 +43,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
         self._last_step_end_us = None
         self._synchronized = False  # synchronize() ran since the last step()
+        self._ready = []  # with overlap: (parameter, hyperparameters, grad) whose sums synchronize() waited for
         self._should_synchronize = True
         if cross_iteration is None:
             cross_iteration = worker.cross_iteration
@@ -49,6 +52,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._updater = CrossIterationUpdater(self._update_one)
             self._sync.before_accumulate = lambda p: self._updater.wait([p])
             _session.current().on_shutdown(self._updater.close)
+        self._constructed = True
 
     # The training thread always sees the real param groups; the updater thread,
     # while it updates one parameter, sees a one-parameter copy (hyperparameters
@@ -70,13 +74,42 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient's average, so that they may be read or changed (clipping) before
-        step(); step() then does not send them again. With cross-iteration overlap: waits for the
-        updates in flight, so that parameters may be read."""
+        step(); step() then does not send them again. With cross-iteration overlap it also waits for
+        the updates in flight, so that parameters may be read."""
         if self._updater is not None:
             self._updater.wait()
+            if not self._synchronized and self._sync.has_pending():
+                for p, handle in self._sync.take_handles():
+                    ops.synchronize(handle)
+                    self._ready.append(p)
+                self._synchronized = True
             return
         self._sync.synchronize()
         self._synchronized = True
+
+    def _base_step(self, closure=None):
+        # The wrapped optimizer's step without torch's step-hook wrapper: our own
+        # step() is the one wrapped, so step hooks run once per step, on this thread.
+        step = self.__class__.__mro__[1].step
+        if getattr(step, "hooked", False):
+            step = step.__wrapped__
+        return step(self, closure)
+
+    def state_dict(self):
+        if self._updater is not None:
+            self._updater.wait()  # no update may be writing into the state
+        return super(self.__class__, self).state_dict()
+
+    def load_state_dict(self, state_dict):
+        if self.__dict__.get("_updater") is not None:
+            self._updater.wait()
+        return super(self.__class__, self).load_state_dict(state_dict)
+
+    def add_param_group(self, param_group):
+        if self.__dict__.get("_constructed"):
+            raise ValueError("a DistributedOptimizer's parameters are fixed when it is built (every worker declared "
+                             "their gradients then): build it again with the new parameters")
+        return super(self.__class__, self).add_param_group(param_group)
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -91,7 +124,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # The wrapped optimizer's own step(), over this one parameter.
         self._own_thread_groups.groups = [dict(hyperparameters, params=[p])]
         try:
-            super(self.__class__, self).step()
+            self._base_step()
         finally:
             self._own_thread_groups.groups = None
         if p.grad is grad:
@@ -99,6 +132,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def zero_grad(self, set_to_none=True):
         if self._updater is None:
+            self._sync.finish_interrupted()
             return super(self.__class__, self).zero_grad(set_to_none)
         # A parameter whose update is still running keeps its gradient until then (the update clears it).
         for group in self.param_groups:
@@ -114,7 +148,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if self._should_synchronize and not self._synchronized:
                 self._sync.synchronize()
             self._synchronized = False
-            loss = super(self.__class__, self).step(closure)
+            loss = self._base_step(closure)
         else:
             if closure is not None:
                 raise ValueError("step(closure) cannot overlap iterations: turn cross-iteration overlap off "
@@ -125,7 +159,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 hyperparameters = {k: v for k, v in group.items() if k != "params"}
                 for q in group["params"]:
                     group_of[id(q)] = hyperparameters
-            items = [(p, handle, (group_of[id(p)], p.grad)) for p, handle in self._sync.take_handles()]
+            if self._synchronized:  # the sums are back already
+                ready, self._ready, self._synchronized = self._ready, [], False
+                items = [(p, None, (group_of[id(p)], p.grad)) for p in ready]
+            else:
+                items = [(p, handle, (group_of[id(p)], p.grad)) for p, handle in self._sync.take_handles()]
             self._updater.submit(items)
             loss = None
         worker.begin_step()

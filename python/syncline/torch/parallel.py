@@ -49,6 +49,7 @@ class DistributedDataParallel(torch.nn.Module):
         # A training forward is a step on every worker; evaluation (often on
         # one rank only) must not take part in collectives.
         if self.training and torch.is_grad_enabled():
+            self._sync.finish_interrupted()  # a backward that raised partway left its step open
             if self.broadcast_buffers:
                 buffers = [(f"{self._name}.buffer.{n}", b) for n, b in self.module.named_buffers()]
                 if buffers:
