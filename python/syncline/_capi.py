@@ -42,7 +42,15 @@ def _load():
             raise SynclineError(
                 f"libsyncline.so is not at {path}: the package was installed without its native part "
                 "(pip install ./python from a Syncline checkout builds it)")
-        lib = ctypes.CDLL(path)  # CDLL releases the GIL during every call
+        # CDLL releases the GIL during every call. Where a library loaded earlier exports a
+        # protobuf of its own (TensorFlow does), libsyncline's protobuf calls would bind to
+        # that copy and crash at the first message: RTLD_DEEPBIND then makes libsyncline and
+        # its libraries resolve their symbols among themselves first. Only then: under
+        # Debian's torch 1.13 a deep-bound libsyncline never finished joining its job.
+        mode = os.RTLD_LOCAL
+        if _foreign_protobuf_loaded():
+            mode |= getattr(os, "RTLD_DEEPBIND", 0)
+        lib = ctypes.CDLL(path, mode=mode)
         p, i, u32, u64, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
         signatures = {
             "syncline_last_error": (ctypes.c_char_p, []),
@@ -69,6 +77,13 @@ def _load():
             fn.restype, fn.argtypes = restype, argtypes
         _lib = lib
         return lib
+
+
+def _foreign_protobuf_loaded():
+    try:
+        return hasattr(ctypes.CDLL(None), "_ZNK6google8protobuf11MessageLite17SerializeAsStringB5cxx11Ev")
+    except OSError:
+        return False
 
 
 def _check(lib, code, what):

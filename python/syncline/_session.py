@@ -20,6 +20,17 @@ _JOB_VARIABLES = ("SYNCLINE_NUM_WORKERS", "DMLC_NUM_WORKER", "SYNCLINE_SCHEDULER
                   "SYNCLINE_ROLE", "DMLC_ROLE")
 
 
+def array_dtype(array):
+    """Syncline's code for a numpy array's dtype, or a TypeError listing those it carries."""
+    codes = {"float32": _capi.FLOAT32, "float64": _capi.FLOAT64, "float16": _capi.FLOAT16,
+             "bfloat16": _capi.BFLOAT16}
+    code = codes.get(array.dtype.name)
+    if code is None:
+        raise TypeError(f"Syncline cannot push_pull a tensor of dtype {array.dtype.name}; it carries "
+                        + ", ".join(codes))
+    return code
+
+
 class Session:
     def __init__(self):
         if not any(name in os.environ for name in _JOB_VARIABLES):
@@ -67,6 +78,21 @@ class Session:
                 f"{list(known[1])} and now for a {_capi.DTYPE_NAMES[dtype]} tensor of shape {list(shape)}: "
                 "a name stands for one tensor; give the other one its own name")
         return known[2]
+
+    def push_pull_arrays(self, named_arrays, average, priorities=None):
+        """Sums each (name, ndarray) across workers in place (all posted, then all waited for):
+        the path of shims that hold tensors as numpy arrays (syncline.tensorflow)."""
+        ops = []
+        for i, (name, array) in enumerate(named_arrays):
+            tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
+            priority = 0 if priorities is None else priorities[i]
+            ops.append(self.worker.push_pull_async(tensor_id, array.ctypes.data, average, priority))
+        try:
+            for op in ops:
+                op.wait()
+        except BaseException:
+            keep_alive(named_arrays, ops)  # the others may still be in flight too
+            raise
 
     def unnamed(self, kind):
         """A name for a call that gave none: the same sequence on every worker that makes the same calls."""

@@ -1,0 +1,31 @@
+"""syncline.tensorflow: train TensorFlow 2 models through Syncline's parameter servers.
+
+The API of byteps.tensorflow (and of horovod.tensorflow, with push_pull for
+allreduce): a script moves over by its import and is launched with pslaunch.
+Tensors reach libsyncline as numpy arrays through tf.numpy_function, so the
+same calls work eagerly and inside tf.function, and nothing is compiled
+against TensorFlow. (Not under XLA: a jit-compiled function cannot call out.)
+
+This module holds the collectives; DistributedGradientTape is in .tape.
+"""
+from syncline.errors import NotInitializedError, SynclineError
+from syncline.tensorflow.ops import (
+    Compression,
+    broadcast,
+    broadcast_variables,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    push_pull,
+    rank,
+    shutdown,
+    size,
+)
+from syncline.tensorflow.tape import DistributedGradientTape
+
+__all__ = [
+    "Compression", "DistributedGradientTape", "NotInitializedError", "SynclineError", "broadcast",
+    "broadcast_variables", "init", "is_initialized", "local_rank", "local_size", "push_pull", "rank", "shutdown",
+    "size",
+]

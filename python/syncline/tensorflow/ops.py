@@ -1,0 +1,152 @@
+"""Collectives of syncline.tensorflow over tf.numpy_function: eager and tf.function alike."""
+import numpy as np
+import tensorflow as tf
+
+from syncline import _session
+
+_FLOATS = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
+
+
+def init():
+    _session.init()
+
+
+def shutdown():
+    _session.shutdown()
+
+
+def is_initialized():
+    return _session.is_initialized()
+
+
+def rank():
+    return _session.current().worker.rank
+
+
+def size():
+    return _session.current().worker.size
+
+
+def local_rank():
+    return _session.current().worker.local_rank
+
+
+def local_size():
+    return _session.current().worker.local_size
+
+
+class NoneCompressor:
+    @staticmethod
+    def compress(tensor):
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor
+
+
+class FP16Compressor:
+    """Sends floating-point tensors as float16 and restores their dtype on return."""
+
+    @staticmethod
+    def compress(tensor):
+        if tensor.dtype.is_floating and tensor.dtype != tf.float16:
+            return tf.cast(tensor, tf.float16), tensor.dtype
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor if ctx is None else tf.cast(tensor, ctx)
+
+
+class Compression:
+    none = NoneCompressor
+    fp16 = FP16Compressor
+
+
+def _check_dtype(tensor):
+    if tensor.dtype not in _FLOATS:
+        raise TypeError(f"Syncline cannot push_pull a tensor of dtype {tensor.dtype.name}; it carries "
+                        + ", ".join(d.name for d in _FLOATS))
+
+
+def push_pull_list(tensors, names, average=True, priorities=None):
+    """Sums (averages) each tensor across workers: all posted at once, then all waited for.
+    `names` are fixed when this is called (at tracing time inside tf.function)."""
+    session = _session.current()
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    for t in tensors:
+        _check_dtype(t)
+
+    def run(*arrays):
+        buffers = [np.array(a, copy=True, order="C") for a in arrays]
+        session.push_pull_arrays(list(zip(names, buffers)), average, priorities)
+        return buffers
+
+    outs = tf.numpy_function(run, tensors, [t.dtype for t in tensors], stateful=True, name="SynclinePushPull")
+    if not isinstance(outs, (list, tuple)):
+        outs = [outs]
+    for out, t in zip(outs, tensors):
+        out.set_shape(t.shape)
+    return list(outs)
+
+
+def push_pull(tensor, average=True, name=None, compression=Compression.none):
+    """Sums (averages) `tensor` across workers and returns the result. Differentiable: the gradient
+    of the result is push_pulled too."""
+    session = _session.current()
+    tensor = tf.convert_to_tensor(tensor)
+    _check_dtype(tensor)
+    if name is None:
+        name = session.unnamed("push_pull")
+
+    @tf.custom_gradient
+    def summed(x):
+        sent, ctx = compression.compress(x)
+        out = compression.decompress(push_pull_list([sent], [name], average)[0], ctx)
+
+        def grad(dy):
+            sent_dy, ctx_dy = compression.compress(dy)
+            return compression.decompress(push_pull_list([sent_dy], [name + ".grad"], average)[0], ctx_dy)
+
+        return out, grad
+
+    return summed(tensor)
+
+
+def broadcast(tensor, root_rank, name=None):
+    """root_rank's `tensor` on every worker (any dtype; floats as sums with zeros, others as bytes)."""
+    session = _session.current()
+    tensor = tf.convert_to_tensor(tensor)
+    if name is None:
+        name = session.unnamed("broadcast")
+    floats = tensor.dtype in _FLOATS
+
+    def run(array):
+        buffer = np.array(array, copy=True, order="C")
+        if floats:
+            tensor_id = session.tensor_id(name, _session.array_dtype(buffer), buffer.shape)
+            session.broadcast_array(tensor_id, buffer, root_rank)
+            return buffer
+        data = session.broadcast_bytes(buffer.tobytes() if session.worker.rank == root_rank else b"", root_rank)
+        return np.frombuffer(data, dtype=buffer.dtype).reshape(buffer.shape).copy()
+
+    out = tf.numpy_function(run, [tensor], tensor.dtype, stateful=True, name="SynclineBroadcast")
+    out.set_shape(tensor.shape)
+    return out
+
+
+def _variable_name(variable, index):
+    return getattr(variable, "path", None) or f"{variable.name}.{index}"
+
+
+def broadcast_variables(variables, root_rank):
+    """Assigns root_rank's value to each variable on every worker (eager or inside tf.function)."""
+    size_ = size()
+    if not isinstance(root_rank, int) or not 0 <= root_rank < size_:
+        raise ValueError(f"root_rank {root_rank!r} is not a worker rank (0..{size_ - 1})")
+    assigns = []
+    for i, v in enumerate(variables):
+        value = broadcast(tf.convert_to_tensor(v), root_rank, name=f"broadcast.{_variable_name(v, i)}")
+        assigns.append(v.assign(value))
+    return tf.group(*assigns) if assigns and not tf.executing_eagerly() else None
