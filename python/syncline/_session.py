@@ -169,6 +169,22 @@ def is_initialized():
         return _current is not None
 
 
+def rank():
+    return current().worker.rank
+
+
+def size():
+    return current().worker.size
+
+
+def local_rank():
+    return current().worker.local_rank
+
+
+def local_size():
+    return current().worker.local_size
+
+
 def shutdown():
     """Waits for operations in flight, then leaves the job. Later calls raise NotInitializedError."""
     global _current, _ended

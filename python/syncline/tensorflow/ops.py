@@ -3,6 +3,8 @@ import numpy as np
 import tensorflow as tf
 
 from syncline import _session
+from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
+from syncline.compression import NoneCompressor
 
 _FLOATS = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
 
@@ -17,32 +19,6 @@ def shutdown():
 
 def is_initialized():
     return _session.is_initialized()
-
-
-def rank():
-    return _session.current().worker.rank
-
-
-def size():
-    return _session.current().worker.size
-
-
-def local_rank():
-    return _session.current().worker.local_rank
-
-
-def local_size():
-    return _session.current().worker.local_size
-
-
-class NoneCompressor:
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
 
 
 class FP16Compressor:

@@ -1,21 +1,7 @@
 """Gradient compression for push_pull, as in byteps.torch / horovod.torch."""
 import torch
 
-
-class NoneCompressor:
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-    @staticmethod
-    def wire_dtype(dtype):
-        return dtype
+from syncline.compression import NoneCompressor
 
 
 class FP16Compressor:

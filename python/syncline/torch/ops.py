@@ -11,6 +11,7 @@ import threading
 import torch
 
 from syncline import _capi, _session
+from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
 from syncline.torch.compression import Compression
 
 _DTYPES = {
@@ -48,20 +49,6 @@ def is_initialized():
     return _session.is_initialized()
 
 
-def rank():
-    return _session.current().worker.rank
-
-
-def size():
-    return _session.current().worker.size
-
-
-def local_rank():
-    return _session.current().worker.local_rank
-
-
-def local_size():
-    return _session.current().worker.local_size
 
 
 def declare(name, tensor=None):
