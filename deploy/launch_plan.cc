@@ -48,7 +48,9 @@ Status ValidateShape(const JobShape& s) {
 }
 
 // The job-wide settings, then the per-process ones.
-EnvPlan JobEnv(const JobShape& s, Role role, int worker_rank, const std::string& host) {
+// `local_job`: every process on this host (a local job's workers learn their
+// local rank and size; a multi-host worker keeps what its launcher gave it).
+EnvPlan JobEnv(const JobShape& s, Role role, int worker_rank, const std::string& host, bool local_job) {
   EnvPlan plan;
   plan.Set("SYNCLINE_ROLE", "DMLC_ROLE", RoleName(role));
   plan.Set("SYNCLINE_NUM_WORKERS", "DMLC_NUM_WORKER", std::to_string(s.num_workers));
@@ -64,6 +66,10 @@ EnvPlan JobEnv(const JobShape& s, Role role, int worker_rank, const std::string&
     plan.Strip("SYNCLINE_WORKER_RANK", "DMLC_WORKER_ID");
   }
   if (!host.empty()) plan.Set("SYNCLINE_HOST", "DMLC_NODE_HOST", host);
+  if (local_job && role == Role::kWorker) {
+    plan.Set("SYNCLINE_LOCAL_RANK", "BYTEPS_LOCAL_RANK", std::to_string(worker_rank));
+    plan.Set("SYNCLINE_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE", std::to_string(s.num_workers));
+  }
   return plan;
 }
 
@@ -83,7 +89,7 @@ Result<Environment> BuildEnv(const Environment& parent, const EnvPlan& plan,
 
 Result<PlannedProcess> MakeProcess(const JobShape& shape, Role role, int rank, int label_index,
                                    const std::string& host, std::vector<std::string> argv,
-                                   const Environment& parent) {
+                                   const Environment& parent, bool local_job) {
   PlannedProcess p;
   p.role = role;
   p.rank = role == Role::kWorker ? rank : label_index;
@@ -91,7 +97,7 @@ Result<PlannedProcess> MakeProcess(const JobShape& shape, Role role, int rank, i
   if (p.rank >= 0) p.label += " " + std::to_string(p.rank);
   p.spec.argv = std::move(argv);
   SYNCLINE_ASSIGN_OR_RETURN(p.spec.env,
-                            BuildEnv(parent, JobEnv(shape, role, role == Role::kWorker ? rank : -1, host),
+                            BuildEnv(parent, JobEnv(shape, role, role == Role::kWorker ? rank : -1, host, local_job),
                                      shape.extra_env));
   return p;
 }
@@ -110,22 +116,18 @@ Result<std::vector<PlannedProcess>> PlanLocalJob(const LocalJob& job, const Envi
   std::vector<PlannedProcess> plan;
   SYNCLINE_ASSIGN_OR_RETURN(
       PlannedProcess scheduler,
-      MakeProcess(job.shape, Role::kScheduler, -1, -1, "", {JoinPath(job.bin_dir, kSchedulerBinary)}, parent));
+      MakeProcess(job.shape, Role::kScheduler, -1, -1, "", {JoinPath(job.bin_dir, kSchedulerBinary)}, parent, true));
   plan.push_back(std::move(scheduler));
   for (int i = 0; i < job.shape.num_servers; ++i) {
     SYNCLINE_ASSIGN_OR_RETURN(
         PlannedProcess server,
-        MakeProcess(job.shape, Role::kServer, -1, i, "", {JoinPath(job.bin_dir, kServerBinary)}, parent));
+        MakeProcess(job.shape, Role::kServer, -1, i, "", {JoinPath(job.bin_dir, kServerBinary)}, parent, true));
     plan.push_back(std::move(server));
   }
   for (int i = 0; i < job.shape.num_workers; ++i) {
     SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess worker,
-                              MakeProcess(job.shape, Role::kWorker, i, -1, "", job.command, parent));
+                              MakeProcess(job.shape, Role::kWorker, i, -1, "", job.command, parent, true));
     worker.primary = true;
-    // Every worker of a local job shares this host (framework shims' local_rank()).
-    for (const char* alias : {"BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE"}) worker.spec.env.erase(alias);
-    worker.spec.env["SYNCLINE_LOCAL_RANK"] = std::to_string(i);
-    worker.spec.env["SYNCLINE_LOCAL_SIZE"] = std::to_string(job.shape.num_workers);
     plan.push_back(std::move(worker));
   }
   // Every process of a local job shares this host: a port inherited from the
@@ -152,7 +154,7 @@ Result<PlannedProcess> PlanNode(const NodeJob& job, const Environment& parent) {
     argv = {JoinPath(job.bin_dir, job.role == Role::kScheduler ? kSchedulerBinary : kServerBinary)};
   }
   SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess p,
-                            MakeProcess(job.shape, job.role, job.rank, -1, job.host, std::move(argv), parent));
+                            MakeProcess(job.shape, job.role, job.rank, -1, job.host, std::move(argv), parent, false));
   p.primary = true;
   return p;
 }

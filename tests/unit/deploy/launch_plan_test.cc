@@ -103,7 +103,7 @@ TEST(LaunchPlanTest, TransportAndExtraEnvironment) {
 
 TEST(LaunchPlanTest, ExtraEnvironmentMayNotOverrideWhatPslaunchSets) {
   for (const char* name : {"SYNCLINE_NUM_WORKERS", "DMLC_NUM_WORKER", "SYNCLINE_ROLE", "DMLC_PS_ROOT_PORT",
-                           "SYNCLINE_WORKER_RANK", "SYNCLINE_JOB_TOKEN"}) {
+                           "SYNCLINE_WORKER_RANK", "SYNCLINE_JOB_TOKEN", "SYNCLINE_LOCAL_RANK", "BYTEPS_LOCAL_SIZE"}) {
     JobShape s = Shape();
     s.extra_env = {{name, "1"}};
     auto plan = PlanLocalJob(LocalJob{s, "/b", {"w"}}, {});
