@@ -15,8 +15,14 @@ FLOAT32, FLOAT64, FLOAT16, BFLOAT16 = 1, 2, 3, 4
 DEADLINE_EXCEEDED = 5  # StatusCode::kDeadlineExceeded (common/status.h)
 DTYPE_NAMES = {FLOAT32: "float32", FLOAT64: "float64", FLOAT16: "float16", BFLOAT16: "bfloat16"}
 
+
+def unsupported_dtype(name, carried):
+    """The error for a tensor whose dtype Syncline does not carry; `carried` names those it does."""
+    return TypeError(f"Syncline cannot push_pull a tensor of dtype {name}; it carries " + ", ".join(carried))
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _DONE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+_NO_CALLBACK = _DONE_FN()  # a null function pointer: push_pulls are waited for through their op
 
 
 def native_dir():
@@ -148,7 +154,7 @@ class Worker:
     def push_pull_async(self, tensor_id, address, average, priority):
         op = ctypes.c_void_p()
         code = self._lib.syncline_push_pull_async(self._handle, tensor_id, address, int(bool(average)), int(priority),
-                                                  _DONE_FN(), None, ctypes.byref(op))
+                                                  _NO_CALLBACK, None, ctypes.byref(op))
         _check(self._lib, code, "push_pull")
         return Op(self._lib, op)
 

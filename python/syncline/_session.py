@@ -20,14 +20,14 @@ _JOB_VARIABLES = ("SYNCLINE_NUM_WORKERS", "DMLC_NUM_WORKER", "SYNCLINE_SCHEDULER
                   "SYNCLINE_ROLE", "DMLC_ROLE")
 
 
+_CODE_OF_DTYPE_NAME = {name: code for code, name in _capi.DTYPE_NAMES.items()}
+
+
 def array_dtype(array):
     """Syncline's code for a numpy array's dtype, or a TypeError listing those it carries."""
-    codes = {"float32": _capi.FLOAT32, "float64": _capi.FLOAT64, "float16": _capi.FLOAT16,
-             "bfloat16": _capi.BFLOAT16}
-    code = codes.get(array.dtype.name)
+    code = _CODE_OF_DTYPE_NAME.get(array.dtype.name)
     if code is None:
-        raise TypeError(f"Syncline cannot push_pull a tensor of dtype {array.dtype.name}; it carries "
-                        + ", ".join(codes))
+        raise _capi.unsupported_dtype(array.dtype.name, _CODE_OF_DTYPE_NAME)
     return code
 
 
@@ -48,7 +48,6 @@ class Session:
         """Runs close() at shutdown(), before the worker leaves the job."""
         with self._lock:
             self._closers.append(close)
-
 
     def tensor_id(self, name, dtype, shape):
         """The id of tensor `name`, declaring it on first use (a collective: every worker declares it)."""

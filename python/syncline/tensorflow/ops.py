@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from syncline import _session
+from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
 from syncline.compression import NoneCompressor
 
@@ -42,8 +42,7 @@ class Compression:
 
 def _check_dtype(tensor):
     if tensor.dtype not in _FLOATS:
-        raise TypeError(f"Syncline cannot push_pull a tensor of dtype {tensor.dtype.name}; it carries "
-                        + ", ".join(d.name for d in _FLOATS))
+        raise _capi.unsupported_dtype(tensor.dtype.name, [d.name for d in _FLOATS])
 
 
 def push_pull_list(tensors, names, average=True, priorities=None):

@@ -42,9 +42,10 @@ class ForwardOrder:
             self._hook = None
 
 
-# Which GradientSync averages a parameter's gradient, by id(parameter). Values
-# are weak, so a wrapper that is gone frees its parameters for another; kept
-# here rather than on the parameter, which torch.save would pickle.
+# Which GradientSync averages a parameter's gradient, by id(parameter); kept
+# here rather than on the parameter, which torch.save would pickle. A wrapper
+# lives as long as its parameters' hooks, so the entry goes with the
+# parameter (values are weak: an id reused by a new tensor is free again).
 _owners = weakref.WeakValueDictionary()
 
 
@@ -70,8 +71,7 @@ class GradientSync:
         if len(set(names)) != len(names):
             raise ValueError("named_parameters has repeated names: each parameter needs its own")
         for name, p in self._params:
-            owner = _owners.get(id(p))
-            if owner is not None and owner._hooks:
+            if id(p) in _owners:
                 raise ValueError(
                     f"parameter '{name}' already has its gradient averaged by another DistributedOptimizer or "
                     "DistributedDataParallel: wrap each parameter once (two wrappers would sum it twice)")
@@ -86,21 +86,22 @@ class GradientSync:
         self._countdown = {id(p): self._passes for _, p in self._params}
         self.posting = True  # off: gradients accumulate locally (DDP's no_sync)
         self.before_accumulate = None  # called with p before backward adds to p.grad (cross-iteration)
-        self._hooks = []
         for _, p in self._params:
-            self._hooks += self._register(p)
+            self._register(p)
             _owners[id(p)] = self
         self._in_backward = False
 
     def _register(self, p):
+        # The hooks live as long as the parameter (a wrapper is never unhooked).
         # Before accumulation: a gradient must not be added into a p.grad that is still in flight.
-        hooks = [p.register_hook(lambda grad, p=p: self._check_before_accumulate(p))]
+        p.register_hook(lambda grad, p=p: self._check_before_accumulate(p))
         if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-            return hooks + [p.register_post_accumulate_grad_hook(self._on_gradient)]
-        # Older torch: a hook on the parameter's gradient accumulator.
+            p.register_post_accumulate_grad_hook(self._on_gradient)
+            return
+        # Older torch: a hook on the parameter's gradient accumulator (kept alive here).
         accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
         self._accumulators = getattr(self, "_accumulators", []) + [accumulator]
-        return hooks + [accumulator.register_hook(lambda *unused, p=p: self._on_gradient(p))]
+        accumulator.register_hook(lambda *unused, p=p: self._on_gradient(p))
 
     def _check_before_accumulate(self, p):
         key = id(p)
@@ -111,9 +112,6 @@ class GradientSync:
                 "(backward_passes_per_step)")
         if self.before_accumulate is not None:
             self.before_accumulate(p)
-
-    def priority(self, p):
-        return self._priority[id(p)]
 
     def _learn_priorities(self):
         if self._forward.recording and self._forward.order:
@@ -172,12 +170,3 @@ class GradientSync:
         """Waits for every gradient's sum of this step, most urgent first."""
         for _, handle in self.take_handles():
             ops.synchronize(handle)
-
-    def remove(self):
-        self._forward.stop()
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
-        for _, p in self._params:
-            if _owners.get(id(p)) is self:
-                del _owners[id(p)]

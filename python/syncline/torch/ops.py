@@ -27,8 +27,7 @@ def wire_dtype(dtype):
     """Syncline's code for a torch dtype, or a TypeError listing those it carries."""
     code = _DTYPES.get(dtype)
     if code is None:
-        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
-        raise TypeError(f"Syncline cannot push_pull a tensor of dtype {dtype}; it carries {names}")
+        raise _capi.unsupported_dtype(str(dtype), [str(d) for d in SUPPORTED_DTYPES])
     return code
 
 
@@ -47,8 +46,6 @@ def shutdown():
 
 def is_initialized():
     return _session.is_initialized()
-
-
 
 
 def declare(name, tensor=None):
@@ -122,7 +119,7 @@ def _post(tensor, output, average, name, priority, compression):
         buffer = output
     else:
         buffer = sent.contiguous()
-        if buffer is tensor or buffer.data_ptr() == tensor.data_ptr():
+        if buffer.data_ptr() == tensor.data_ptr():  # still the caller's memory: sum into a copy
             buffer = buffer.clone()
     if buffer.is_cuda:
         torch.cuda.current_stream(buffer.device).synchronize()
