@@ -172,7 +172,7 @@ class Cluster:
                      for r, h in enumerate(hosts)]
             return results(self._wait(procs, config), n, config)
         layout = self.colocated if "colocated" in config else self.separate
-        job = self.jobs.start_job(self.c, layout, step_args(a, model, "syncline")[0:],
+        job = self.jobs.start_job(self.c, layout, step_args(a, model, "syncline"),
                                   dict(variant_env(config, a), PATH=os.environ["PATH"]), timeout=a.job_timeout)
         codes = job.wait(a.job_timeout + 10)
         if any(code != 0 for code in codes):

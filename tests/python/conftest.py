@@ -37,3 +37,20 @@ def run_job(workers, command, servers=1, env=None, timeout=240):
 def worker_lines(output, rank):
     prefix = f"[worker {rank}] "
     return [line[len(prefix):] for line in output.splitlines() if line.startswith(prefix)]
+
+
+def run_probe(code, marker, timeout=120, **env):
+    """Runs `code` in a fresh interpreter outside any job; asserts it exits 0 after printing `marker`."""
+    out = subprocess.run([sys.executable, "-c", code], env=clean_env(**env), capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0 and marker in out.stdout, out.stdout + out.stderr
+
+
+def run_checks(script, check, workers=2, env=None):
+    """Runs one check of a check script (torch_checks.py, tf_checks.py) in every worker of a job and
+    asserts that each worker finished it ('CHECK ok') and the job exited 0."""
+    code, out = run_job(workers, [str(HERE / script), check], env=env)
+    for rank in range(workers):
+        assert f"{check} ok" in worker_lines(out, rank), out
+    assert code == 0, out
+    return out

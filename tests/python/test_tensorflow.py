@@ -1,20 +1,14 @@
 """syncline.tensorflow end to end: real jobs through the installed package's pslaunch."""
-import subprocess
-import sys
-
 import pytest
 
-from conftest import HERE, clean_env, run_job, worker_lines
+import conftest
+from conftest import run_probe
 
 pytest.importorskip("tensorflow")
-CHECKS = str(HERE / "tf_checks.py")
 
 
 def run_checks(check, workers=2):
-    code, out = run_job(workers, [CHECKS, check])
-    for rank in range(workers):
-        assert f"{check} ok" in worker_lines(out, rank), out
-    assert code == 0, out
+    conftest.run_checks("tf_checks.py", check, workers)
 
 
 def test_exact_sums_eager_and_in_tf_function():
@@ -40,6 +34,4 @@ else:
     raise SystemExit("rank() answered before init()")
 print("before-init ok")
 """
-    out = subprocess.run([sys.executable, "-c", probe], env=clean_env(TF_CPP_MIN_LOG_LEVEL=2), capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0 and "before-init ok" in out.stdout, out.stdout + out.stderr
+    run_probe(probe, "before-init ok", TF_CPP_MIN_LOG_LEVEL=2)

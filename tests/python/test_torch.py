@@ -6,17 +6,14 @@ import sys
 import pytest
 import torch
 
-from conftest import EXAMPLE, HERE, clean_env, run_job, worker_lines
+import conftest
+from conftest import EXAMPLE, HERE, clean_env, run_job, run_probe, worker_lines
 
 CHECKS = str(HERE / "torch_checks.py")
 
 
 def run_checks(check, workers=2, env=None):
-    code, out = run_job(workers, [CHECKS, check], env=env)
-    for rank in range(workers):
-        assert f"{check} ok" in worker_lines(out, rank), out
-    assert code == 0, out
-    return out
+    return conftest.run_checks("torch_checks.py", check, workers, env)
 
 
 def test_exact_sums_and_averages_for_each_dtype():
@@ -71,8 +68,7 @@ else:
     raise SystemExit("init() outside a job succeeded")
 print("before-init ok")
 """
-    out = subprocess.run([sys.executable, "-c", probe], env=clean_env(), capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and "before-init ok" in out.stdout, out.stdout + out.stderr
+    run_probe(probe, "before-init ok", timeout=60)
 
 
 def test_native_part_does_not_link_torch():

@@ -7,6 +7,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import syncline.tensorflow as bps  # noqa: E402
+from expect import expect_error  # noqa: E402
 
 
 def exact_sums():
@@ -73,19 +74,11 @@ def tape_and_broadcast():
 
 def errors():
     """Bad calls raise clear errors."""
-    try:
-        bps.push_pull(tf.ones(3, dtype=tf.int32))
-    except TypeError as e:
-        assert "int32" in str(e) and "float32" in str(e) and "bfloat16" in str(e), e
-    else:
-        raise AssertionError("an int32 push_pull was accepted")
+    expect_error(TypeError, lambda: bps.push_pull(tf.ones(3, dtype=tf.int32)), ["int32", "float32", "bfloat16"],
+                 "an int32 push_pull was accepted")
     bps.push_pull(tf.ones(4), name="shape")
-    try:
-        bps.push_pull(tf.ones(5), name="shape")
-    except (ValueError, tf.errors.UnknownError) as e:
-        assert "'shape'" in str(e) and "[4]" in str(e), e
-    else:
-        raise AssertionError("a name reused with another shape was accepted")
+    expect_error((ValueError, tf.errors.UnknownError), lambda: bps.push_pull(tf.ones(5), name="shape"),
+                 ["'shape'", "[4]"], "a name reused with another shape was accepted")
 
 
 CHECKS = {f.__name__: f for f in (exact_sums, tape_and_broadcast, errors)}

@@ -9,6 +9,7 @@ import sys
 import torch
 
 import syncline.torch as bps
+from expect import expect_error
 
 
 def exact_sums():
@@ -84,38 +85,16 @@ def broadcasts():
 
 def errors():
     """Bad calls raise documented exceptions with clear messages; nothing hangs."""
-    try:
-        bps.push_pull(torch.ones(3, dtype=torch.int32))
-    except TypeError as e:
-        assert "torch.int32" in str(e) and "torch.float32" in str(e) and "torch.bfloat16" in str(e), e
-    else:
-        raise AssertionError("an int32 push_pull was accepted")
+    expect_error(TypeError, lambda: bps.push_pull(torch.ones(3, dtype=torch.int32)),
+                 ["torch.int32", "torch.float32", "torch.bfloat16"], "an int32 push_pull was accepted")
     bps.push_pull(torch.ones(4), name="shape")
-    try:
-        bps.push_pull(torch.ones(5), name="shape")
-    except ValueError as e:
-        assert "'shape'" in str(e) and "[4]" in str(e) and "[5]" in str(e), e
-    else:
-        raise AssertionError("a name reused with another shape was accepted")
-    try:
-        bps.synchronize(12345)
-    except ValueError as e:
-        assert "12345" in str(e), e
-    else:
-        raise AssertionError("an unknown handle was accepted")
-    try:
-        bps.broadcast_parameters([("x", torch.ones(2))], root_rank=bps.size())
-    except ValueError as e:
-        assert "root_rank" in str(e), e
-    else:
-        raise AssertionError("a root beyond the job was accepted")
+    expect_error(ValueError, lambda: bps.push_pull(torch.ones(5), name="shape"), ["'shape'", "[4]", "[5]"],
+                 "a name reused with another shape was accepted")
+    expect_error(ValueError, lambda: bps.synchronize(12345), ["12345"], "an unknown handle was accepted")
+    expect_error(ValueError, lambda: bps.broadcast_parameters([("x", torch.ones(2))], root_rank=bps.size()),
+                 ["root_rank"], "a root beyond the job was accepted")
     bps.shutdown()
-    try:
-        bps.rank()
-    except bps.NotInitializedError as e:
-        assert "shut down" in str(e), e
-    else:
-        raise AssertionError("rank() after shutdown() answered")
+    expect_error(bps.NotInitializedError, bps.rank, ["shut down"], "rank() after shutdown() answered")
 
 
 def dead_peer():
@@ -124,13 +103,9 @@ def dead_peer():
         bps.push_pull(torch.ones(10), name="before")
         os._exit(0)  # gone, without telling the scheduler
     bps.push_pull(torch.ones(10), name="before")
-    try:
-        bps.push_pull(torch.ones(10), name="after")
-    except bps.SynclineError as e:
-        assert "worker 1" in str(e), e
-        print(f"dead_peer raised: {e}", flush=True)
-    else:
-        raise AssertionError("a push_pull with a dead peer succeeded")
+    e = expect_error(bps.SynclineError, lambda: bps.push_pull(torch.ones(10), name="after"), ["worker 1"],
+                     "a push_pull with a dead peer succeeded")
+    print(f"dead_peer raised: {e}", flush=True)
     print("dead_peer ok", flush=True)
     os._exit(0)
 
@@ -149,13 +124,12 @@ def optimizer_passes():
     mean = sum(2.0 * (r + 1) for r in range(size)) / size
     assert torch.equal(model.weight, torch.full((1, 3), 1.0 - mean)), model.weight
     model(torch.ones(1, 3)).sum().backward()
-    try:
+
+    def two_more_passes():
         model(torch.ones(1, 3)).sum().backward()
         model(torch.ones(1, 3)).sum().backward()
-    except RuntimeError as e:
-        assert "backward_passes_per_step" in str(e), e
-    else:
-        raise AssertionError("a third backward pass before step() was accepted")
+    expect_error(RuntimeError, two_more_passes, ["backward_passes_per_step"],
+                 "a third backward pass before step() was accepted")
     optimizer.synchronize()  # the second pass's gradients went out: finish them on every worker
 
 
@@ -208,12 +182,9 @@ def optimizer_api():
     with optimizer.skip_synchronize():
         optimizer.step()
     assert torch.allclose(model.weight, torch.full((1, 4), 0.75)), model.weight
-    try:
-        bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters())
-    except ValueError as e:
-        assert "already has its gradient averaged" in str(e), e
-    else:
-        raise AssertionError("a second wrapper over the same parameters was accepted")
+    expect_error(ValueError, lambda: bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                                              named_parameters=model.named_parameters()),
+                 ["already has its gradient averaged"], "a second wrapper over the same parameters was accepted")
 
     net = bps.DistributedDataParallel(torch.nn.Linear(2, 1, bias=False), device_ids=None)
     with torch.no_grad():
@@ -235,12 +206,8 @@ def optimizer_api():
     overlapped.synchronize()  # with overlap too: the gradients are averaged, ready to be clipped
     assert torch.equal(layer.weight.grad, torch.full((3, 3), mean)), layer.weight.grad
     overlapped.step()  # returns before the update; shutdown() must finish it
-    try:
-        overlapped.add_param_group({"params": [torch.zeros(1, requires_grad=True)]})
-    except ValueError as e:
-        assert "fixed when it is built" in str(e), e
-    else:
-        raise AssertionError("a parameter group added after construction was accepted")
+    expect_error(ValueError, lambda: overlapped.add_param_group({"params": [torch.zeros(1, requires_grad=True)]}),
+                 ["fixed when it is built"], "a parameter group added after construction was accepted")
     bps.shutdown()
     assert torch.equal(layer.weight, torch.full((3, 3), 1.0 - mean)), layer.weight
     assert torch.equal(layer.bias, -torch.ones(3)), layer.bias
