@@ -42,6 +42,8 @@ class Session:
         self._declare_lock = threading.Lock()  # a name's check and declaration as one step
         self._declared = {}  # name -> (dtype code, shape, tensor id)
         self._unnamed = 0
+        self._posted = {}  # handle -> (op, array) of post_array, until wait_arrays
+        self._next_handle = 0
         self._closers = []  # run at shutdown, before the worker leaves (e.g. updater threads)
 
     def on_shutdown(self, close):
@@ -78,20 +80,28 @@ class Session:
                 "a name stands for one tensor; give the other one its own name")
         return known[2]
 
-    def push_pull_arrays(self, named_arrays, average, priorities=None):
-        """Sums each (name, ndarray) across workers in place (all posted, then all waited for):
-        the path of shims that hold tensors as numpy arrays (syncline.tensorflow)."""
-        ops = []
-        for i, (name, array) in enumerate(named_arrays):
-            tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
-            priority = 0 if priorities is None else priorities[i]
-            ops.append(self.worker.push_pull_async(tensor_id, array.ctypes.data, average, priority))
+    def post_array(self, name, array, average, priority=0):
+        """Starts summing `array` (contiguous; written in place) across workers; returns a handle
+        for wait_arrays. The path of shims that hold tensors as numpy arrays (syncline.tensorflow),
+        which post each gradient as soon as it exists and wait for them together."""
+        tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
+        op = self.worker.push_pull_async(tensor_id, array.ctypes.data, average, priority)
+        with self._lock:
+            self._next_handle += 1
+            self._posted[self._next_handle] = (op, array)
+            return self._next_handle
+
+    def wait_arrays(self, handles):
+        """Waits for posted arrays; returns them, summed, in the order of `handles`."""
+        with self._lock:
+            posted = [self._posted.pop(int(h)) for h in handles]
         try:
-            for op in ops:
+            for op, _ in posted:
                 op.wait()
         except BaseException:
-            keep_alive(named_arrays, ops)  # the others may still be in flight too
+            keep_alive(posted)  # the others may still be in flight too
             raise
+        return [array for _, array in posted]
 
     def unnamed(self, kind):
         """A name for a call that gave none: the same sequence on every worker that makes the same calls."""

@@ -6,7 +6,8 @@ Tensors reach libsyncline as numpy arrays through tf.numpy_function, so the
 same calls work eagerly and inside tf.function, and nothing is compiled
 against TensorFlow. (Not under XLA: a jit-compiled function cannot call out.)
 
-This module holds the collectives; DistributedGradientTape is in .tape.
+This module holds the collectives; DistributedGradientTape is in .tape, the Keras 3
+DistributedOptimizer in .optimizer, and the Keras callbacks in syncline.tensorflow.keras.
 """
 from syncline.errors import NotInitializedError, SynclineError
 from syncline.tensorflow.ops import (
@@ -22,10 +23,11 @@ from syncline.tensorflow.ops import (
     shutdown,
     size,
 )
+from syncline.tensorflow.optimizer import DistributedOptimizer
 from syncline.tensorflow.tape import DistributedGradientTape
 
 __all__ = [
-    "Compression", "DistributedGradientTape", "NotInitializedError", "SynclineError", "broadcast",
+    "Compression", "DistributedGradientTape", "DistributedOptimizer", "NotInitializedError", "SynclineError", "broadcast",
     "broadcast_variables", "init", "is_initialized", "local_rank", "local_size", "push_pull", "rank", "shutdown",
     "size",
 ]

@@ -1,10 +1,12 @@
 """Collectives of syncline.tensorflow over tf.numpy_function: eager and tf.function alike."""
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util  # XLA detection: no public API says it
 
 from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
 from syncline.compression import NoneCompressor
+from syncline.errors import SynclineError
 
 _FLOATS = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
 
@@ -45,25 +47,47 @@ def _check_dtype(tensor):
         raise _capi.unsupported_dtype(tensor.dtype.name, [d.name for d in _FLOATS])
 
 
+def _refuse_xla():
+    graph = tf.compat.v1.get_default_graph()
+    if not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(graph):
+        raise SynclineError(
+            "Syncline's push_pull cannot run inside an XLA-compiled function: compile the Keras model with "
+            "jit_compile=False (model.compile(..., jit_compile=False)) or drop jit_compile=True from tf.function")
+
+
 def push_pull_list(tensors, names, average=True, priorities=None):
-    """Sums (averages) each tensor across workers: all posted at once, then all waited for.
-    `names` are fixed when this is called (at tracing time inside tf.function)."""
+    """Sums (averages) each tensor across workers. Each tensor is posted by an op of its own, so
+    inside tf.function it goes out as soon as it is computed; one op then waits for them all.
+    Posts are chained least urgent first: with priorities from the forward order (first used =
+    most urgent), that is the order backward computes the gradients. `names` are fixed when this
+    is called (at tracing time inside tf.function)."""
     session = _session.current()
+    _refuse_xla()
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     for t in tensors:
         _check_dtype(t)
+    priorities = [0] * len(tensors) if priorities is None else list(priorities)
+    order = sorted(range(len(tensors)), key=lambda i: priorities[i])
+    handles = []
+    for i in order:
+        def post(array, name=names[i], priority=priorities[i]):
+            buffer = np.array(array, copy=True, order="C")
+            return np.int64(session.post_array(name, buffer, average, priority))
 
-    def run(*arrays):
-        buffers = [np.array(a, copy=True, order="C") for a in arrays]
-        session.push_pull_arrays(list(zip(names, buffers)), average, priorities)
-        return buffers
+        handles.append(tf.numpy_function(post, [tensors[i]], tf.int64, stateful=True, name="SynclinePost"))
 
-    outs = tf.numpy_function(run, tensors, [t.dtype for t in tensors], stateful=True, name="SynclinePushPull")
-    if not isinstance(outs, (list, tuple)):
-        outs = [outs]
-    for out, t in zip(outs, tensors):
-        out.set_shape(t.shape)
-    return list(outs)
+    def wait(*posted):
+        return session.wait_arrays(posted)
+
+    summed = tf.numpy_function(wait, handles, [tensors[i].dtype for i in order], stateful=True,
+                               name="SynclineWait")
+    if not isinstance(summed, (list, tuple)):
+        summed = [summed]
+    outs = [None] * len(tensors)
+    for i, out in zip(order, summed):
+        out.set_shape(tensors[i].shape)
+        outs[i] = out
+    return outs
 
 
 def push_pull(tensor, average=True, name=None, compression=Compression.none):

@@ -1,0 +1,85 @@
+"""DistributedOptimizer for Keras 3 optimizers: gradients averaged across workers before each update.
+
+The wrapper is the user's optimizer class with one method added in front: every
+call to apply() (and so apply_gradients(), and model.fit's train step) first
+averages the gradients through Syncline, each with the priority of its
+variable's place in the model (first used in the forward pass = most urgent),
+then lets the optimizer update as it would alone. Everything else (learning-rate
+schedules, clipping, weight decay, EMA, gradient accumulation, saving) is the
+wrapped optimizer's own.
+"""
+import tensorflow as tf
+
+from syncline import _session
+from syncline.tensorflow.ops import Compression, push_pull_list
+
+
+class _SynclineApply:
+    """Mixed in before the user's optimizer class."""
+
+    _syncline_compression = Compression.none
+
+    def apply(self, grads, trainable_variables=None):
+        grads = list(grads)
+        variables = list(trainable_variables) if trainable_variables is not None else None
+        return super().apply(self._syncline_average(grads, variables), trainable_variables=variables)
+
+    def _syncline_average(self, grads, variables):
+        _session.current()  # a clear error before init(), not a failure deep in a trace
+        if variables is None:  # gradients given in the order the optimizer was built with
+            variables = list(self._trainable_variables)
+        present = [i for i, g in enumerate(grads) if g is not None]
+        sent, contexts, names = [], [], []
+        for i in present:
+            g = grads[i]
+            if isinstance(g, tf.IndexedSlices):  # an embedding's gradient: sent whole
+                g = tf.convert_to_tensor(g)
+            s, ctx = self._syncline_compression.compress(g)
+            sent.append(s)
+            contexts.append(ctx)
+            names.append(f"{self.name}.grad.{_path(variables[i], i)}")
+        if not sent:
+            return grads
+        # A model lists its variables in the order its layers were built, which for
+        # Sequential and functional models is the order the forward pass uses them.
+        summed = push_pull_list(sent, names, average=True, priorities=[-i for i in present])
+        out = list(grads)
+        for i, s, ctx in zip(present, summed, contexts):
+            out[i] = self._syncline_compression.decompress(s, ctx)
+        return out
+
+
+def _path(variable, index):
+    return getattr(variable, "path", None) or f"{getattr(variable, 'name', 'variable')}.{index}"
+
+
+def DistributedOptimizer(optimizer, name=None, compression=Compression.none, sparse_as_dense=True, **unsupported):
+    """Returns a copy of the Keras 3 `optimizer` (same class and config) whose updates use gradients
+    averaged across all workers. Wrap it before training starts: a built optimizer's state (its
+    slots and step count) would not carry over."""
+    import keras
+
+    if unsupported:
+        raise TypeError(
+            "DistributedOptimizer got unsupported arguments " + ", ".join(sorted(unsupported)) +
+            ("; for several backward passes per update use the Keras optimizer's own "
+             "gradient_accumulation_steps" if "backward_passes_per_step" in unsupported else ""))
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(f"DistributedOptimizer wraps a Keras 3 optimizer (keras.optimizers.Optimizer), "
+                        f"not {type(optimizer).__name__}")
+    if isinstance(optimizer, _SynclineApply):
+        raise ValueError("this optimizer is already a Syncline DistributedOptimizer")
+    if optimizer.built:
+        raise ValueError("DistributedOptimizer must wrap an optimizer before it is built (before the first "
+                         "training step): its state would not carry over to the copy")
+    if not sparse_as_dense:
+        raise ValueError("Syncline sums dense tensors only: sparse_as_dense=False is not supported")
+    base = type(optimizer)
+    # Named and placed like the wrapped class, so that a saved model loads without Syncline.
+    cls = type(base.__name__, (_SynclineApply, base), {"__module__": base.__module__})
+    config = optimizer.get_config()
+    if name is not None:
+        config["name"] = name
+    wrapped = cls.from_config(config)
+    wrapped._syncline_compression = compression
+    return wrapped
