@@ -4,6 +4,7 @@ They run in the environment scripts/setup-python makes (torch, the syncline
 package); every job runs on 127.0.0.1 and has a timeout.
 """
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PSLAUNCH = str(Path(sys.executable).parent / "pslaunch")  # the package's console script
 EXAMPLE = str(REPO / "examples" / "torch" / "train_digits.py")
+TF_EXAMPLES = {loop: str(REPO / "examples" / "tensorflow" / f"train_digits_{loop}.py") for loop in ("keras", "tape")}
 
 
 def clean_env(**extra):
@@ -53,4 +55,46 @@ def run_checks(script, check, workers=2, env=None):
     for rank in range(workers):
         assert f"{check} ok" in worker_lines(out, rank), out
     assert code == 0, out
+    return out
+
+
+def epoch_losses(lines):
+    return [float(m.group(1)) for m in (re.search(r"^epoch \d+/\d+: loss ([0-9.]+)", l) for l in lines) if m]
+
+
+def final_accuracy(lines):
+    for line in lines:
+        m = re.search(r"final accuracy ([0-9.]+)", line)
+        if m:
+            return float(m.group(1))
+    raise AssertionError("no final accuracy in:\n" + "\n".join(lines))
+
+
+def single_process_accuracy(example):
+    """The final accuracy of a digits example trained in one process (--single) from rank 0's weights."""
+    out = subprocess.run([sys.executable, example, "--single", "--init-seed", "0"], env=clean_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return final_accuracy(out.stdout.splitlines())
+
+
+# The examples split the global batch over the workers and average their
+# gradients, so two workers follow one process's trajectory up to float
+# rounding in the sums; on 359 held-out digits that moves accuracy by a few
+# digits at most.
+ACCURACY_TOLERANCE = 0.03
+
+
+def train_example_and_check(example, args, single_accuracy, epochs=15):
+    """Trains a digits example with two workers; asserts the job succeeded, rank 0's loss fell by half
+    and its accuracy is high and close to one process's. Returns the job's output."""
+    code, out = run_job(2, [example, *args], env={"SYNCLINE_DETERMINISTIC": 1})
+    assert code == 0, out
+    lines = worker_lines(out, 0)
+    losses = epoch_losses(lines)
+    assert len(losses) == epochs, out
+    assert losses[-1] < 0.5 * losses[0], losses
+    accuracy = final_accuracy(lines)
+    assert accuracy > 0.9, out
+    assert abs(accuracy - single_accuracy) <= ACCURACY_TOLERANCE, (accuracy, single_accuracy)
     return out

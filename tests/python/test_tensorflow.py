@@ -1,8 +1,9 @@
 """syncline.tensorflow end to end: real jobs through the installed package's pslaunch."""
+import numpy as np
 import pytest
 
 import conftest
-from conftest import run_probe
+from conftest import HERE, TF_EXAMPLES, run_job, run_probe, worker_lines
 
 pytest.importorskip("tensorflow")
 
@@ -21,6 +22,29 @@ def test_gradient_tape_and_broadcasts():
 
 def test_bad_calls_raise_clear_errors():
     run_checks("errors")
+
+
+def test_keras_optimizer_callbacks_and_fit():
+    run_checks("keras_api")
+
+
+def test_dead_peer_ends_push_pull_with_an_error_naming_it():
+    code, out = run_job(2, [str(HERE / "tf_checks.py"), "dead_peer"], env={"SYNCLINE_HEARTBEAT_TIMEOUT_MS": 2000},
+                        timeout=120)
+    assert "dead_peer ok" in worker_lines(out, 0), out
+
+
+@pytest.mark.parametrize("loop", ["keras", "tape"])
+def test_two_workers_train_the_digits_model(tmp_path, loop):
+    """model.fit with DistributedOptimizer and the callbacks, and a custom loop with DistributedGradientTape."""
+    example = TF_EXAMPLES[loop]
+    single = conftest.single_process_accuracy(example)
+    save = str(tmp_path / "weights-{rank}.npz")
+    conftest.train_example_and_check(example, ["--save", save], single)
+    weights = [np.load(save.format(rank=r)) for r in range(2)]
+    assert weights[0].files == weights[1].files and len(weights[0].files) == 8
+    for name in weights[0].files:
+        assert np.array_equal(weights[0][name], weights[1][name]), f"weight {name} differs between the workers"
 
 
 def test_calls_before_init_raise():

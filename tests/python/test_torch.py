@@ -1,13 +1,11 @@
 """syncline.torch end to end: real jobs through the installed package's pslaunch."""
-import re
 import subprocess
-import sys
 
 import pytest
 import torch
 
 import conftest
-from conftest import EXAMPLE, HERE, clean_env, run_job, run_probe, worker_lines
+from conftest import EXAMPLE, HERE, epoch_losses, run_job, run_probe, worker_lines
 
 CHECKS = str(HERE / "torch_checks.py")
 
@@ -81,45 +79,15 @@ def test_native_part_does_not_link_torch():
         assert libraries and not [lib for lib in libraries if lib.startswith(("libtorch", "libc10"))], ldd
 
 
-def epoch_losses(lines):
-    return [float(m.group(1)) for m in (re.search(r"^epoch \d+/\d+: loss ([0-9.]+)", l) for l in lines) if m]
-
-
-def final_accuracy(lines):
-    for line in lines:
-        m = re.search(r"final accuracy ([0-9.]+)", line)
-        if m:
-            return float(m.group(1))
-    raise AssertionError("no final accuracy in:\n" + "\n".join(lines))
-
-
 @pytest.fixture(scope="module")
-def single_process_accuracy(tmp_path_factory):
-    out = subprocess.run([sys.executable, EXAMPLE, "--single", "--init-seed", "0"], env=clean_env(),
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return final_accuracy(out.stdout.splitlines())
-
-
-# The example's global batch is split over the workers and their gradients
-# averaged, so two workers follow one process's trajectory up to float
-# rounding in the sums; on 359 held-out digits that moves accuracy by a few
-# digits at most.
-ACCURACY_TOLERANCE = 0.03
+def single_process_accuracy():
+    return conftest.single_process_accuracy(EXAMPLE)
 
 
 @pytest.mark.parametrize("wrapper", ["optimizer", "ddp"])
 def test_two_workers_train_the_digits_model(tmp_path, single_process_accuracy, wrapper):
     save = str(tmp_path / "params-{rank}.pt")
-    code, out = run_job(2, [EXAMPLE, "--wrapper", wrapper, "--save", save], env={"SYNCLINE_DETERMINISTIC": 1})
-    assert code == 0, out
-    lines = worker_lines(out, 0)
-    losses = epoch_losses(lines)
-    assert len(losses) == 15, out
-    assert losses[-1] < 0.5 * losses[0], losses
-    accuracy = final_accuracy(lines)
-    assert accuracy > 0.9, out
-    assert abs(accuracy - single_process_accuracy) <= ACCURACY_TOLERANCE, (accuracy, single_process_accuracy)
+    conftest.train_example_and_check(EXAMPLE, ["--wrapper", wrapper, "--save", save], single_process_accuracy)
     params = [torch.load(save.format(rank=r)) for r in range(2)]
     assert params[0].keys() == params[1].keys()
     for name in params[0]:

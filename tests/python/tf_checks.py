@@ -81,7 +81,99 @@ def errors():
                  ["'shape'", "[4]"], "a name reused with another shape was accepted")
 
 
-CHECKS = {f.__name__: f for f in (exact_sums, tape_and_broadcast, errors)}
+def keras_api():
+    """syncline.tensorflow.keras: the optimizer wrapper, the callbacks and model.fit together."""
+    import tempfile
+
+    import keras
+
+    import syncline.tensorflow.keras as kbps
+
+    rank, size = kbps.rank(), kbps.size()
+    mean = sum(r + 1.0 for r in range(size)) / size
+    expect_error(TypeError, lambda: kbps.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2),
+                 ["backward_passes_per_step", "gradient_accumulation_steps"], "backward_passes_per_step was accepted")
+    built = keras.optimizers.SGD(0.1)
+    built.build([keras.Variable(np.zeros(2, np.float32))])
+    expect_error(ValueError, lambda: kbps.DistributedOptimizer(built), ["before it is built"],
+                 "a built optimizer was wrapped")
+    adam = kbps.DistributedOptimizer(keras.optimizers.Adam(0.01))
+    assert isinstance(adam, keras.optimizers.Adam) and type(adam).__name__ == "Adam", type(adam)
+    expect_error(ValueError, lambda: kbps.DistributedOptimizer(adam), ["already"], "an optimizer was wrapped twice")
+
+    # apply() averages the gradients: SGD with lr 1 moves every worker by the mean gradient.
+    v = keras.Variable(np.ones(3, np.float32), name="v")
+    sgd = kbps.DistributedOptimizer(keras.optimizers.SGD(1.0))
+    sgd.apply([tf.fill((3,), float(rank + 1))], [v])
+    assert np.array_equal(v.numpy(), np.full(3, 1.0 - mean, np.float32)), v.numpy()
+    # Keras's own gradient accumulation: two applies, one update by the average of both.
+    w = keras.Variable(np.zeros(2, np.float32), name="w")
+    accumulating = kbps.DistributedOptimizer(keras.optimizers.SGD(1.0, gradient_accumulation_steps=2))
+    accumulating.apply([tf.fill((2,), float(rank + 1))], [w])
+    assert np.array_equal(w.numpy(), np.zeros(2)), "updated before the accumulation was complete"
+    accumulating.apply([tf.fill((2,), 3.0 * (rank + 1))], [w])
+    assert np.array_equal(w.numpy(), np.full(2, -2.0 * mean, np.float32)), w.numpy()
+
+    # Under XLA the collectives cannot run: said clearly, with the fix.
+    @tf.function(jit_compile=True)
+    def compiled(x):
+        return kbps.push_pull(x, name="xla")
+    expect_error(kbps.SynclineError, lambda: compiled(tf.ones(2)), ["jit_compile=False"], "push_pull ran under XLA")
+
+    # MetricAverageCallback: every worker's logs end up holding the average.
+    logs = {"loss": float(rank + 1), "accuracy": 2.0 * (rank + 1)}
+    kbps.MetricAverageCallback().on_epoch_end(0, logs)
+    assert logs == {"loss": mean, "accuracy": 2 * mean}, logs
+
+    # model.fit with differently seeded workers: the broadcast makes them equal, the
+    # warmup ramps the rate batch by batch, and the workers end with equal weights.
+    keras.utils.set_random_seed(rank)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+    model.compile(optimizer=kbps.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.5)), loss="mse",
+                  jit_compile=False)
+    rates = []
+
+    class RecordRate(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            rates.append(float(self.model.optimizer.learning_rate.numpy()))
+
+    x = np.random.RandomState(rank).rand(16, 4).astype(np.float32)
+    history = model.fit(x, x.sum(1, keepdims=True), batch_size=4, epochs=3, verbose=0, shuffle=False,
+                        callbacks=[kbps.BroadcastGlobalVariablesCallback(0), kbps.MetricAverageCallback(),
+                                   kbps.LearningRateWarmupCallback(0.1, warmup_epochs=2, momentum_correction=False),
+                                   RecordRate()])
+    expected = [0.1 / size * ((e + b / 4) * (size - 1) / 2 + 1) if e + b / 4 <= 2 else 0.1
+                for e in range(3) for b in range(4)]
+    assert np.allclose(rates, expected, rtol=1e-6), (rates, expected)
+    losses = history.history["loss"]
+    same = kbps.broadcast(tf.constant(losses, dtype=tf.float64), root_rank=0, name="check.losses")
+    assert np.array_equal(same.numpy(), losses), "the averaged losses differ between the workers"
+    for i, weight in enumerate(model.variables + model.optimizer.variables):
+        root = kbps.broadcast(tf.convert_to_tensor(weight), root_rank=0, name=f"check.weight.{i}")
+        assert np.array_equal(root.numpy(), np.asarray(weight)), f"{weight.path} differs between the workers"
+    expect_error(ValueError, lambda: kbps.broadcast_global_variables(0), ["pass the model"],
+                 "broadcast_global_variables without a model was accepted in eager mode")
+    kbps.broadcast_global_variables(0, model)
+
+    # A saved model loads as a plain Keras model: the wrapper's class is named like the wrapped one.
+    with tempfile.TemporaryDirectory() as directory:
+        model.save(f"{directory}/model.keras")
+        loaded = keras.models.load_model(f"{directory}/model.keras")
+    assert type(loaded.optimizer) is keras.optimizers.SGD, type(loaded.optimizer)
+
+
+def dead_peer():
+    """A worker that leaves mid-job without shutting down: the other's push_pull fails, naming it."""
+    bps.push_pull(tf.ones(10), name="before")
+    if bps.rank() == 1:
+        os._exit(0)  # gone, without telling the scheduler
+    expect_error((bps.SynclineError, tf.errors.UnknownError), lambda: bps.push_pull(tf.ones(10), name="after"),
+                 ["worker 1"], "a push_pull with a dead peer succeeded")
+    print("dead_peer ok", flush=True)
+    os._exit(0)
+
+
+CHECKS = {f.__name__: f for f in (exact_sums, tape_and_broadcast, errors, keras_api, dead_peer)}
 
 if __name__ == "__main__":
     check = CHECKS[sys.argv[1]]

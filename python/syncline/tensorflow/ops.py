@@ -50,9 +50,11 @@ def _check_dtype(tensor):
 def _refuse_xla():
     graph = tf.compat.v1.get_default_graph()
     if not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(graph):
-        raise SynclineError(
+        error = SynclineError(
             "Syncline's push_pull cannot run inside an XLA-compiled function: compile the Keras model with "
             "jit_compile=False (model.compile(..., jit_compile=False)) or drop jit_compile=True from tf.function")
+        error.ag_pass_through = True  # reaches the caller as itself, not as autograph's StagingError
+        raise error
 
 
 def push_pull_list(tensors, names, average=True, priorities=None):
