@@ -59,21 +59,27 @@ int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t n
   return Report(syncline::Status::Ok());
 }
 
-int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int average, int64_t priority,
-                             syncline_done_fn done, void* user, syncline_op** op_out) {
+int syncline_push_pull_to(syncline_worker* w, uint32_t id, const void* input, void* output, int average,
+                          int64_t priority, syncline_done_fn done, void* user, syncline_op** op_out) {
   if (!w || (!op_out && !done))
-    return Report(syncline::InvalidArgument("syncline_push_pull_async: null worker, or neither op_out nor done"));
-  syncline::PushPullOptions options{average != 0, priority, nullptr};
+    return Report(syncline::InvalidArgument("syncline_push_pull: null worker, or neither op_out nor done"));
+  syncline::PushPullOptions options{average != 0, priority, nullptr, output};
   if (done) {
     options.on_done = [done, user](const syncline::Status& st) {
       const std::string message = st.ok() ? "" : st.ToString();
       done(user, static_cast<int>(st.code()), message.c_str());
     };
   }
-  auto handle = w->worker->PushPull(id, data, std::move(options));
+  // The worker only reads pushed memory when an output is given.
+  auto handle = w->worker->PushPull(id, const_cast<void*>(input), std::move(options));
   if (!handle.ok()) return Report(handle.status());
   if (op_out) *op_out = new syncline_op{*handle, w->worker->settings().request_timeout_ms};
   return Report(syncline::Status::Ok());
+}
+
+int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int average, int64_t priority,
+                             syncline_done_fn done, void* user, syncline_op** op_out) {
+  return syncline_push_pull_to(w, id, data, nullptr, average, priority, done, user, op_out);
 }
 
 int syncline_poll(const syncline_op* op) { return op && op->handle.Done() ? 1 : 0; }

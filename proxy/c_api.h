@@ -48,6 +48,12 @@ SYNCLINE_EXPORT int syncline_declare(syncline_worker* w, const char* name, int d
 SYNCLINE_EXPORT int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int average,
                                              int64_t priority, syncline_done_fn done, void* user,
                                              syncline_op** op_out);
+/* As syncline_push_pull_async, but the sum goes into `output` (host memory of
+ * the tensor's size) and `input` is only read: for callers whose tensors are
+ * immutable, saving a copy per call. Both must stay valid until it ended. */
+SYNCLINE_EXPORT int syncline_push_pull_to(syncline_worker* w, uint32_t id, const void* input, void* output,
+                                          int average, int64_t priority, syncline_done_fn done, void* user,
+                                          syncline_op** op_out);
 /* 1 if the operation has ended (syncline_wait would return at once), else 0. */
 SYNCLINE_EXPORT int syncline_poll(const syncline_op* op);
 /* Waits up to timeout_ms (< 0: the configured request timeout); the op stays

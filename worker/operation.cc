@@ -5,9 +5,10 @@
 namespace syncline {
 
 Operation::Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
-                     std::vector<uint64_t> chunk_lengths, DoneCallback on_done)
+                     std::vector<uint64_t> chunk_lengths, DoneCallback on_done, uint8_t* output)
     : name_(std::move(tensor_name)),
       data_(data),
+      output_(output != nullptr ? output : data),
       offsets_(std::move(chunk_offsets)),
       lengths_(std::move(chunk_lengths)),
       chunks_(offsets_.size()),
@@ -80,7 +81,7 @@ void Operation::MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock, 
   // reply itself holds the push's release back.
   const bool in_place = c.reply->data() == data_ + offsets_[i];
   if (!in_place && !c.released) return;
-  if (!in_place) std::memcpy(data_ + offsets_[i], c.reply->data(), lengths_[i]);
+  if (!in_place || output_ != data_) std::memcpy(output_ + offsets_[i], c.reply->data(), lengths_[i]);
   *done_with = std::move(*c.reply);
   c.reply.reset();
   c.finished = true;

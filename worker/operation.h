@@ -31,9 +31,10 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // quick and must not block.
   using DoneCallback = std::function<void(const Status&)>;
 
-  // `data`: the caller's tensor; `chunk_offsets/lengths` in bytes.
+  // `data`: the caller's tensor; `chunk_offsets/lengths` in bytes; the sums
+  // are written into `output` (of the same size), or into `data` if null.
   Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
-            std::vector<uint64_t> chunk_lengths, DoneCallback on_done = nullptr);
+            std::vector<uint64_t> chunk_lengths, DoneCallback on_done = nullptr, uint8_t* output = nullptr);
 
   // The bytes of chunk `i`, as a Buffer whose release (when the transport
   // is done with it) is reported to this operation; none once the operation
@@ -76,6 +77,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
 
   const std::string name_;
   uint8_t* const data_;
+  uint8_t* const output_;
   const std::vector<uint64_t> offsets_, lengths_;
   uint64_t bytes_ = 0;
   mutable std::mutex mu_;

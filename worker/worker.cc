@@ -169,6 +169,8 @@ Result<uint64_t> Worker::TensorBytes(TensorId id) {
 }
 
 Result<OpHandle> Worker::PushPull(TensorId id, void* data, PushPullOptions options) {
+  if (options.output != nullptr && cuda_ && (IsDevicePointer(data) || IsDevicePointer(options.output)))
+    return InvalidArgument("push_pull into a separate output takes host memory only");
   if (!cuda_ || !IsDevicePointer(data)) {
     SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, data, options));
     return OpHandle(std::move(op));
@@ -207,7 +209,8 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
       offsets.push_back(c.offset_bytes());
       lengths.push_back(c.length_bytes());
     }
-    op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths, options.on_done);
+    op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths, options.on_done,
+                                     static_cast<uint8_t*>(options.output));
     for (size_t i = 0; i < placement.chunks.size(); ++i) {
       const proto::ChunkPlacement& c = placement.chunks[i];
       chunks.push_back(ChunkTask{id, i, c.key(), c.server_id(), c.offset_bytes(), c.length_bytes(), round,

@@ -47,6 +47,10 @@ struct PushPullOptions {
   // Runs once when this push_pull ends (after the GPU copy-back, for device
   // tensors), on a Syncline thread: quick, non-blocking work only.
   Operation::DoneCallback on_done;
+  // Where the sum goes, when not into the pushed memory itself (host memory
+  // of the tensor's size; the pushed memory is then only read). Spares a
+  // caller with an immutable input (a TensorFlow tensor) a copy per call.
+  void* output = nullptr;
 };
 
 class Worker {

@@ -68,6 +68,7 @@ def _load():
             "syncline_cross_iteration": (i, [p]),
             "syncline_declare": (i, [p, ctypes.c_char_p, i, u64, ctypes.POINTER(u32)]),
             "syncline_push_pull_async": (i, [p, u32, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
+            "syncline_push_pull_to": (i, [p, u32, p, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
             "syncline_poll": (i, [p]),
             "syncline_wait": (i, [p, i64]),
             "syncline_op_free": (None, [p]),
@@ -151,10 +152,11 @@ class Worker:
         _check(self._lib, code, f"declaring tensor '{name}'")
         return tensor_id.value
 
-    def push_pull_async(self, tensor_id, address, average, priority):
+    def push_pull_async(self, tensor_id, address, average, priority, output=None):
+        """Sums the tensor at `address` in place, or into `output` (an address) leaving it unread."""
         op = ctypes.c_void_p()
-        code = self._lib.syncline_push_pull_async(self._handle, tensor_id, address, int(bool(average)), int(priority),
-                                                  _NO_CALLBACK, None, ctypes.byref(op))
+        code = self._lib.syncline_push_pull_to(self._handle, tensor_id, address, output, int(bool(average)),
+                                               int(priority), _NO_CALLBACK, None, ctypes.byref(op))
         _check(self._lib, code, "push_pull")
         return Op(self._lib, op)
 

@@ -58,6 +58,14 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   syncline_op_free(op);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], static_cast<double>(i));
 
+  // Into a separate output: the input is only read.
+  std::vector<double> sum(x.size(), -1.0);
+  ASSERT_EQ(0, syncline_push_pull_to(w, id, x.data(), sum.data(), 0, 0, nullptr, nullptr, &op))
+      << syncline_last_error();
+  ASSERT_EQ(0, syncline_wait(op, 10000)) << syncline_last_error();
+  syncline_op_free(op);
+  EXPECT_EQ(sum, x);
+
   // The done callback, with and without a handle.
   struct Done {
     std::atomic<int> calls{0};

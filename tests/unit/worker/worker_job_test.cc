@@ -146,6 +146,36 @@ TEST_P(WorkerJobTest, AverageAndBroadcast) {
   EXPECT_TRUE(job.Finish().ok());
 }
 
+// With an output given, the sums go there and the pushed memory is only read,
+// with one worker (the server answers with the pushed bytes themselves) too.
+TEST_P(WorkerJobTest, SeparateOutputGetsTheSumAndTheInputIsLeftAlone) {
+  for (int workers : {1, 3}) {
+    SCOPED_TRACE(std::to_string(workers) + " worker(s)");
+    InProcessJob::Options o = OptionsFromParam();
+    o.workers = workers;
+    InProcessJob job(o);
+    ASSERT_TRUE(job.Start().ok());
+    ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+      Worker& w = job.worker(rank);
+      constexpr size_t kN = 70000;  // several chunks
+      SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("t", DType::kFloat64, kN));
+      for (uint64_t round = 0; round < 3; ++round) {
+        std::vector<uint8_t> input = Fill(DType::kFloat64, kN, rank, round);
+        const std::vector<uint8_t> pushed = input;
+        std::vector<uint8_t> output(input.size(), 0xAB);
+        PushPullOptions options;
+        options.output = output.data();
+        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, input.data(), std::move(options)));
+        SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(20000)));
+        if (input != pushed) return Internal("the input was written to");
+        if (output != ExpectedSum(DType::kFloat64, kN, workers, round)) return Internal("wrong sum in the output");
+      }
+      return w.Barrier();
+    }));
+    EXPECT_TRUE(job.Finish().ok());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedMemory, WorkerJobTest, ::testing::Values("loopback+shm", "tcp+shm"),
                          [](const auto& info) { return info.param.substr(0, info.param.find('+')) + "_shm"; });
 INSTANTIATE_TEST_SUITE_P(Transports, WorkerJobTest, ::testing::Values("loopback", "tcp", "ipc"));
