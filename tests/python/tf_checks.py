@@ -27,6 +27,12 @@ def exact_sums():
         for _ in range(2):  # a traced function runs its push_pull each call
             got = traced(tf.constant(base * (rank + 1) * size, dtype=dtype), True)
             assert np.array_equal(tf.cast(got, tf.float64).numpy(), total), (dtype, "traced average")
+    # Sums come back in buffers that are reused once TensorFlow lets go of them, never before:
+    # results still held keep their values.
+    n, total_weight = 300000, sum(range(1, size + 1))
+    held = [bps.push_pull(tf.fill((n,), float(k * (rank + 1))), average=False, name="reused") for k in range(1, 7)]
+    for k, got in enumerate(held, start=1):
+        assert np.all(got.numpy() == k * total_weight), (k, got[:4])
     values = tf.linspace(-3.0, 3.0, 5000) * (rank + 1)
     expected = sum(np.linspace(-3, 3, 5000) * (r + 1) for r in range(size)) / size
     got = bps.push_pull(values, average=True, name="fp16", compression=bps.Compression.fp16)
