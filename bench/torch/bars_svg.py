@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Draws the end-to-end benchmark's step times as grouped bars (SVG), one group per model and
-regime, each bar labelled with its ratio to DDP:
+regime, each bar labelled with its ratio to the framework's own data-parallel training (DDP for
+torch, MultiWorkerMirroredStrategy for TensorFlow):
 
   bench/torch/bars_svg.py --out docs/torch-bench.svg "loopback=loop.json" "1 Gbit/s cluster=cluster.json"
 
@@ -11,7 +12,7 @@ import argparse
 import json
 from html import escape
 
-COLORS = {"compute-only": "#bdbdbd", "DDP": "#3182bd", "Syncline": "#fd8d3c", "Syncline, server hosts": "#fd8d3c",
+COLORS = {"compute-only": "#bdbdbd", "DDP": "#3182bd", "MWMS": "#3182bd", "Syncline": "#fd8d3c", "Syncline, server hosts": "#fd8d3c",
           "Syncline, colocated": "#fdd0a2"}
 VARIANT_COLORS = {"#fd8d3c": "#a63603", "#fdd0a2": "#e6550d"}  # a labelled variant: a darker shade
 
@@ -32,15 +33,17 @@ def main():
         title, path = item.split("=", 1)
         for row in json.load(open(path)):
             groups.append((f"{title}: {row['model']}", row["median"]))
+            baseline = row.get("baseline", "DDP")
     bar_w, gap, left, top, height = 26, 34, 60, 40, 260
     configs = list(dict.fromkeys(c for _, med in groups for c in med))
     width = left + sum(len(med) * bar_w + gap for _, med in groups) + 20
     legend_h = 22 * len(configs)
+    what = {"DDP": "PyTorch DDP (gloo)", "MWMS": "TensorFlow's MultiWorkerMirroredStrategy"}.get(baseline, baseline)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + height + 70 + legend_h}" '
            'font-family="sans-serif" font-size="11">',
-           f'<text x="{left}" y="20" font-size="13">Step time relative to PyTorch DDP (gloo), same model, '
+           f'<text x="{left}" y="20" font-size="13">Step time relative to {what}, same model, '
            'batch and machine; lower is better</text>']
-    peak = max(ms / med["DDP"] for _, med in groups for ms in med.values())
+    peak = max(ms / med[baseline] for _, med in groups for ms in med.values())
     base = top + height
     for frac in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
         if frac <= peak * 1.05:
@@ -50,7 +53,7 @@ def main():
     x = left
     for name, med in groups:
         for config, ms in med.items():
-            ratio = ms / med["DDP"]
+            ratio = ms / med[baseline]
             h = height * ratio / (peak * 1.1)
             out.append(f'<rect x="{x}" y="{base - h:.1f}" width="{bar_w - 4}" height="{h:.1f}" '
                        f'fill="{color(config)}"><title>{escape(config)}: {ms:.0f} ms</title></rect>')

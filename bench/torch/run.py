@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""End-to-end PyTorch training benchmark: syncline.torch against PyTorch DDP (gloo) of the same
-torch, same model, same per-worker batch, same machine, in one run; each configuration once per
-repeat, repeats interleaved, medians reported.
+"""End-to-end training benchmark: Syncline's framework shims against the framework's own
+data-parallel training, same model, same per-worker batch, same machine, in one run; each
+configuration once per repeat, repeats interleaved, medians reported.
 
   compute-only   the same workers at once, without communication (the floor of a step)
-  DDP            torch.nn.parallel.DistributedDataParallel, gloo all-reduce among the workers
-  Syncline       syncline.torch.DistributedOptimizer through Syncline's servers
+  DDP            (torch) torch.nn.parallel.DistributedDataParallel, gloo all-reduce among the workers
+  MWMS           (--framework tensorflow) tf.distribute.MultiWorkerMirroredStrategy, its ring all-reduce
+  Syncline       the shim's DistributedOptimizer through Syncline's servers
 
   bench/torch/run.py loopback [--models mlp5m,mlp25m,mlp100m]      2 workers + 1 server on this host
   sudo bench/torch/run.py cluster [--models mlp25m,resnet18]       4 worker hosts, 1 Gbit/s links:
         Syncline with 4 server hosts, Syncline colocated (a server on each worker host), DDP
+  sudo bench/torch/run.py cluster --framework tensorflow           the same with Keras models and MWMS
 
 Run it with the Python of the shims' environment (.venv/bin/python, made by scripts/build).
 The cluster mode also prints the link-rate floor (gradient bytes / link rate, each way).
@@ -29,7 +31,31 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "cluster"))
 from benchenv import clean_env, json_lines  # noqa: E402
 
-STEP = str(HERE / "train_step.py")
+
+class Torch:
+    step = str(HERE / "train_step.py")
+    baseline, baseline_mode = "DDP", "ddp"
+    models = {"loopback": "mlp5m,mlp25m,mlp100m", "cluster": "mlp25m,resnet18"}
+
+    @staticmethod
+    def baseline_env(rank, workers, addresses, port, ifname=None):
+        env = dict(RANK=rank, WORLD_SIZE=workers, MASTER_ADDR=addresses[0], MASTER_PORT=port)
+        return dict(env, GLOO_SOCKET_IFNAME=ifname) if ifname else env
+
+
+class TensorFlow:
+    step = str(ROOT / "bench" / "tensorflow" / "train_step.py")
+    baseline, baseline_mode = "MWMS", "mwms"
+    models = {"loopback": "mlp5m,mlp25m", "cluster": "mlp5m,mlp25m"}
+
+    @staticmethod
+    def baseline_env(rank, workers, addresses, port, ifname=None):
+        config = {"cluster": {"worker": [f"{a}:{port + i}" for i, a in enumerate(addresses)]},
+                  "task": {"type": "worker", "index": rank}}
+        return dict(TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL=2)
+
+
+FRAMEWORKS = {"torch": Torch, "tensorflow": TensorFlow}
 PSLAUNCH = str(Path(sys.executable).parent / "pslaunch")
 # The defaults as a user gets them, but untuned: the online tuner spends its
 # first few dozen steps searching, more than a benchmark run takes here.
@@ -41,7 +67,7 @@ def log(*args):
 
 
 def step_args(a, model, mode):
-    return [sys.executable, STEP, "--model", model, "--mode", mode, "--batch", str(a.batch), "--steps",
+    return [sys.executable, a.fw.step, "--model", model, "--mode", mode, "--batch", str(a.batch), "--steps",
             str(a.steps), "--warmup", str(a.warmup)]
 
 
@@ -70,7 +96,7 @@ class Loopback:
 
     def __init__(self, a):
         self.a = a
-        self.configs = with_variants(("compute-only", "DDP", "Syncline"), a)
+        self.configs = with_variants(("compute-only", a.fw.baseline, "Syncline"), a)
 
     def __enter__(self):
         return self
@@ -95,10 +121,10 @@ class Loopback:
         a, n = self.a, self.a.workers
         if config == "compute-only":
             out = self._run_all([step_args(a, model, "compute")] * n, [clean_env()] * n, config)
-        elif config == "DDP":
-            port = free_port()
-            envs = [clean_env(dict(RANK=r, WORLD_SIZE=n, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)) for r in range(n)]
-            out = self._run_all([step_args(a, model, "ddp")] * n, envs, config)
+        elif config == a.fw.baseline:
+            port = free_port()  # TensorFlow's workers take the ones after it too
+            envs = [clean_env(a.fw.baseline_env(r, n, ["127.0.0.1"] * n, port)) for r in range(n)]
+            out = self._run_all([step_args(a, model, a.fw.baseline_mode)] * n, envs, config)
         else:
             argv = [PSLAUNCH, "--workers", str(n), "--servers", str(a.servers), "--timeout", str(a.job_timeout), "--",
                     *step_args(a, model, "syncline")]
@@ -120,7 +146,7 @@ class Cluster:
         import jobs
         import netcluster
         self.jobs, self.netcluster, self.a = jobs, netcluster, a
-        self.configs = with_variants(("compute-only", "DDP", "Syncline, server hosts", "Syncline, colocated"), a)
+        self.configs = with_variants(("compute-only", a.fw.baseline, "Syncline, server hosts", "Syncline, colocated"), a)
         self.separate = jobs.Layout(a.workers, a.workers)          # 4 server hosts, 4 worker hosts
         self.colocated = jobs.Layout(a.workers, a.workers, colocate=True)
 
@@ -164,11 +190,11 @@ class Cluster:
             procs = [self.c.start(h, step_args(a, model, "compute"), clean_env(), name=f"compute-{r}")
                      for r, h in enumerate(hosts)]
             return results(self._wait(procs, config), n, config)
-        if config == "DDP":
-            master = self.c.address(hosts[0])
-            procs = [self.c.start(h, step_args(a, model, "ddp"),
-                                  clean_env(dict(RANK=r, WORLD_SIZE=n, MASTER_ADDR=master, MASTER_PORT=29500,
-                                                 GLOO_SOCKET_IFNAME=self.c.host_link(h))), name=f"ddp-{r}")
+        if config == a.fw.baseline:
+            addresses = [self.c.address(h) for h in hosts]
+            procs = [self.c.start(h, step_args(a, model, a.fw.baseline_mode),
+                                  clean_env(a.fw.baseline_env(r, n, addresses, 29500, self.c.host_link(h))),
+                                  name=f"{a.fw.baseline_mode}-{r}")
                      for r, h in enumerate(hosts)]
             return results(self._wait(procs, config), n, config)
         layout = self.colocated if "colocated" in config else self.separate
@@ -204,10 +230,11 @@ def bench(platform, a):
         global_batch = a.batch * a.workers
         log(f"\n{platform.name}: {model} ({info['params'] / 1e6:.1f}M parameters, {grad_bytes / 2**20:.0f} MiB of "
             f"gradients), {a.workers} workers x batch {a.batch}, medians of {a.repeats}")
-        log(f"  {'configuration':24s} {'step ms':>9s} {'samples/s':>10s} {'x DDP':>7s}")
+        base = a.fw.baseline
+        log(f"  {'configuration':24s} {'step ms':>9s} {'samples/s':>10s} {'x ' + base:>7s}")
         for c, ms in med.items():
-            log(f"  {c:24s} {ms:9.1f} {1000 * global_batch / ms:10.1f} {ms / med.get('DDP', float('nan')):7.2f}")
-        row = dict(model=model, params=info["params"], median=med)
+            log(f"  {c:24s} {ms:9.1f} {1000 * global_batch / ms:10.1f} {ms / med.get(base, float('nan')):7.2f}")
+        row = dict(model=model, params=info["params"], median=med, baseline=a.fw.baseline)
         if a.where == "cluster":
             floor_ms = 1000 * grad_bytes * 8 / platform.c.rate
             log(f"  link-rate floor {floor_ms:.1f} ms (gradient bytes / link rate, each way)")
@@ -226,6 +253,7 @@ def bench(platform, a):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("where", choices=["loopback", "cluster"])
+    p.add_argument("--framework", choices=list(FRAMEWORKS), default="torch")
     p.add_argument("--models", default=None, help="comma-separated: mlp5m, mlp25m, mlp100m, resnet18")
     p.add_argument("--batch", type=int, default=8, help="per-worker batch")
     p.add_argument("--steps", type=int, default=8)
@@ -240,7 +268,7 @@ def main(argv=None):
     p.add_argument("--job-timeout", type=int, default=600)
     p.add_argument("--json", help="also write the summary here (input of bench/torch/bars_svg.py)")
     p.add_argument("--configs", default="", help="only the configurations whose names contain one of these comma-separated words "
-                   "(compute, ddp, server, colocated, syncline); ratios need ddp")
+                   "(compute, ddp or mwms, server, colocated, syncline); ratios need the baseline")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for Syncline's processes")
     p.add_argument("--variant", action="append", default=[], metavar="LABEL:NAME=VALUE,...",
                    help="also run Syncline with these settings, labelled (repeatable); e.g. "
@@ -254,7 +282,8 @@ def main(argv=None):
         a.variants[label] = dict(a.env, **dict(kv.split("=", 1) for kv in settings.split(",") if kv))
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
-    a.models = a.models or ("mlp25m,resnet18" if cluster else "mlp5m,mlp25m,mlp100m")
+    a.fw = FRAMEWORKS[a.framework]
+    a.models = a.models or a.fw.models[a.where]
     if not os.access(PSLAUNCH, os.X_OK):
         sys.exit(f"{PSLAUNCH} is missing: run this with the shims' Python (.venv/bin/python, made by scripts/build)")
     with (Cluster(a) if cluster else Loopback(a)) as platform:
