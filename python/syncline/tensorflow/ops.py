@@ -54,8 +54,7 @@ def _check_dtype(tensor):
 
 
 def _refuse_xla():
-    graph = tf.compat.v1.get_default_graph()
-    if not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(graph):
+    if not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
         error = SynclineError(
             "Syncline's push_pull cannot run inside an XLA-compiled function: compile the Keras model with "
             "jit_compile=False (model.compile(..., jit_compile=False)) or drop jit_compile=True from tf.function")
@@ -94,7 +93,7 @@ def push_pull_list(tensors, names, average=True, priorities=None):
     is called (at tracing time inside tf.function)."""
     session = _session.current()
     _refuse_xla()
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [t if isinstance(t, tf.Tensor) else tf.convert_to_tensor(t) for t in tensors]
     for t in tensors:
         _check_dtype(t)
     priorities = [0] * len(tensors) if priorities is None else list(priorities)
@@ -105,6 +104,13 @@ def push_pull_list(tensors, names, average=True, priorities=None):
         for i, summed in zip(order, session.wait_arrays(handles)):
             outs[i] = _to_tensor(summed)
         return outs
+    if len(tensors) == 1:  # nothing to overlap: one op posts and waits (each op costs ~0.05 ms)
+        def post_and_wait(array):
+            return session.wait_arrays([_post(session, array, names[0], average, priorities[0])])[0]
+
+        out = tf.numpy_function(post_and_wait, tensors, tensors[0].dtype, stateful=True, name="SynclinePushPull")
+        out.set_shape(tensors[0].shape)
+        return [out]
     handles = []
     for i in order:
         def post(array, name=names[i], priority=priorities[i]):
