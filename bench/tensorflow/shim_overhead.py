@@ -5,8 +5,9 @@ push_pull from C++ (syncline-bench-worker), same sizes, same local job shape, in
   .venv/bin/python bench/tensorflow/shim_overhead.py [--runs 5] [--apis tf,tf-graph,torch]
 
 Each run starts one job per API (2 workers, 1 server on this host), the C++
-reference first; runs are interleaved and medians reported, with the ratio
-shim / C++ (issue target: >= 0.9 for tf at >= 1 MiB). Run it with the Python of
+reference first (and C++ summing into a second buffer, as the TensorFlow shim
+must: its tensors are immutable); runs are interleaved and medians reported,
+with the ratio shim / C++ in place (issue target: >= 0.9 for tf at >= 1 MiB). Run it with the Python of
 the shims' environment (.venv/bin/python, made by scripts/build).
 """
 import argparse
@@ -46,10 +47,10 @@ def main():
     apis = [x for x in a.apis.split(",") if x]
     sizes = [int(s) for s in a.sizes.split(",")]
     cpp = [str(Path(a.build) / "bin" / "syncline-bench-worker"), "--sizes", a.sizes, "--seconds", str(a.seconds)]
-    samples = {name: {s: [] for s in sizes} for name in ["C++", *apis]}
+    samples = {name: {s: [] for s in sizes} for name in ["C++", "C++ out", *apis]}
     for run in range(1, a.runs + 1):
         for name in samples:
-            argv = cpp if name == "C++" else [sys.executable, str(HERE / "shim_worker.py"), "--api", name,
+            argv = cpp if name == "C++" else [*cpp, "--separate-output"] if name == "C++ out" else [sys.executable, str(HERE / "shim_worker.py"), "--api", name,
                                               "--sizes", a.sizes, "--seconds", str(a.seconds)]
             got = job(argv)
             for s in sizes:
@@ -58,6 +59,7 @@ def main():
                                                                   for s in sizes), flush=True)
     print(f"\nloopback, 2 workers + 1 server, one float32 tensor per push_pull; medians of {a.runs} runs "
           "(goodput: 2 x bytes / time, MB/s; ratio: / C++)")
+    apis = ["C++ out", *apis]
     print(f"  {'size':>7s} {'C++':>8s} " + " ".join(f"{n:>8s} {'ratio':>6s}" for n in apis))
     for s in sizes:
         ref = statistics.median(samples["C++"][s])

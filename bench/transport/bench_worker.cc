@@ -27,6 +27,7 @@ struct Options {
   int max_iterations = 2000;
   int warmup = 2;
   int in_flight = 1;  // tensors of one size push_pulled at once, like a model's gradients
+  bool separate_output = false;  // sums into a second buffer, the input only read (as for TensorFlow)
 };
 
 Result<std::vector<uint64_t>> ParseSizes(const std::string& text) {
@@ -47,7 +48,7 @@ Result<std::vector<uint64_t>> ParseSizes(const std::string& text) {
 Status Run(const Settings& settings, const Options& options) {
   SYNCLINE_ASSIGN_OR_RETURN(std::vector<uint64_t> sizes, ParseSizes(options.sizes));
   // Declared before the worker so it outlives it (see Operation::Wait).
-  std::vector<float> data;
+  std::vector<float> data, sums;
   SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, CreateScheduledWorker(settings));
   const int workers = worker->num_workers();
   for (uint64_t bytes : sizes) {
@@ -59,6 +60,8 @@ Status Run(const Settings& settings, const Options& options) {
       ids.push_back(id);
     }
     data.assign(n * ids.size(), 0.0f);
+    sums.assign(options.separate_output ? data.size() : 0, 0.0f);
+    float* const result = options.separate_output ? sums.data() : data.data();
     std::vector<double> times;
     // Every worker runs the same number of iterations: rank 0 decides by
     // time and broadcasts the count.
@@ -68,13 +71,15 @@ Status Run(const Settings& settings, const Options& options) {
       const auto start = std::chrono::steady_clock::now();
       std::vector<OpHandle> handles;
       for (size_t t = 0; t < ids.size(); ++t) {
-        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, worker->PushPull(ids[t], data.data() + t * n, false));
+        PushPullOptions push_options;
+        if (options.separate_output) push_options.output = sums.data() + t * n;
+        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, worker->PushPull(ids[t], data.data() + t * n, std::move(push_options)));
         handles.push_back(std::move(h));
       }
       for (OpHandle& h : handles) SYNCLINE_RETURN_IF_ERROR(h.Wait(worker->DefaultDeadline()));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       for (size_t t = 0; t < ids.size(); ++t) {
-        if (data[t * n] != static_cast<float>(workers) || data[t * n + n - 1] != static_cast<float>(workers))
+        if (result[t * n] != static_cast<float>(workers) || result[t * n + n - 1] != static_cast<float>(workers))
           return Internal("wrong sum at " + std::to_string(bytes) + " bytes");
       }
       if (it >= options.warmup) times.push_back(s);
@@ -113,6 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", options.warmup);
   app.add_option("--in-flight", options.in_flight, "tensors of each size push_pulled at once")
       ->check(CLI::Range(1, 1024));
+  app.add_flag("--separate-output", options.separate_output,
+               "sum into a second buffer and only read the input (what a framework with immutable tensors needs)");
   CLI11_PARSE(app, argc, argv);
   return syncline::RunNodeMain(syncline::Role::kWorker, [&](const syncline::Settings& s, syncline::SignalWatcher&) {
     return syncline::bench::Run(s, options);
