@@ -6,11 +6,13 @@
 
 #include "common/host_identity.h"
 #include "common/logging.h"
+#include "transport/reachability.h"
 #include "transport/wire.h"
 
 namespace syncline {
 namespace {
 const auto kSendDeadline = Millis(5000);
+const auto kStartupReportEvery = Millis(10000);
 
 std::string Hostname() {
   char name[256] = {};
@@ -48,15 +50,42 @@ Status SchedulerClient::Join(const std::string& my_address) {
   body->set_host_id(HostIdentity());
   body->set_pid(getpid());
   SYNCLINE_RETURN_IF_ERROR(Send(std::move(reg)));
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    Status st = WaitLocked(lock, Deadline::AfterMs(settings_.startup_timeout_ms),
-                           "waiting for the scheduler at " + scheduler_address_ + " to start the job",
-                           [&] { return book_.has_value(); });
-    if (!st.ok()) return st;
-    last_heard_ = Clock::now();
-  }
+  SYNCLINE_RETURN_IF_ERROR(WaitForJobStart());
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  return Status::Ok();
+}
+
+Status SchedulerClient::WaitForJobStart() {
+  const Deadline deadline = Deadline::AfterMs(settings_.startup_timeout_ms);
+  const std::string what = "waiting for the scheduler at " + scheduler_address_ + " to start the job";
+  std::string reachability;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // Waited in slices: between them, whether the scheduler's address accepts
+    // connections at all tells a scheduler that is not there (or not yet) from
+    // one still waiting for other nodes.
+    const Deadline slice(std::min(deadline.at(), Clock::now() + kStartupReportEvery));
+    Status st = WaitLocked(lock, slice, what, [&] { return book_.has_value(); });
+    if (st.ok()) break;
+    if (st.code() != StatusCode::kDeadlineExceeded) return st;
+    lock.unlock();
+    reachability = DescribeReachability(scheduler_address_);
+    lock.lock();
+    if (book_.has_value()) break;
+    const std::string probe = reachability.empty() ? "" : " (its address: " + reachability + ")";
+    if (deadline.Expired()) {
+      return DeadlineExceeded(
+          "the scheduler at " + scheduler_address_ + " did not start the job within " +
+          std::to_string(settings_.startup_timeout_ms) + " ms" + probe +
+          (reachability == "accepts connections"
+               ? ": not every worker and server registered (the scheduler's log names those that did)"
+               : ": check that it runs and that SYNCLINE_SCHEDULER_ADDRESS/SYNCLINE_SCHEDULER_PORT (or "
+                 "DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT) name it"));
+    }
+    SYNCLINE_LOG_WARN("no word yet from the scheduler at {}{}; waiting up to {} s more", scheduler_address_, probe,
+                      deadline.RemainingMs() / 1000);
+  }
+  last_heard_ = Clock::now();
   return Status::Ok();
 }
 

@@ -63,6 +63,9 @@ class SchedulerClient {
   void SetAbortHandler(std::function<void(const Status&)> handler);
 
  private:
+  // Join's wait for the address book, saying meanwhile (and in its error)
+  // whether the scheduler's address accepts connections.
+  Status WaitForJobStart();
   void HeartbeatLoop();
   void MarkAborted(const std::string& reason);
   Status Send(Message m);

@@ -63,6 +63,20 @@ def test_bad_setting_is_a_clear_error(transport):
     assert "SYNCLINE_NUM_WORKERS" in proc.stdout and "not an integer" in proc.stdout, proc.stdout
 
 
+@pytest.mark.parametrize("transport", BOTH)
+def test_unreachable_scheduler_is_named_with_the_refused_connection(transport):
+    """A server pointed at a port where no scheduler listens says so when its wait ends, and on the way."""
+    proc = subprocess.run([SERVER], env=clean_env(SYNCLINE_ROLE="server", SYNCLINE_SCHEDULER_HOST="127.0.0.1",
+                                                  SYNCLINE_SCHEDULER_PORT=free_port(), SYNCLINE_STARTUP_TIMEOUT_MS=12000,
+                                                  SYNCLINE_JOB_TOKEN="t", **transport_env(transport)),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert "no word yet from the scheduler at" in out and "(its address: connection refused)" in out, out
+    assert "did not start the job within 12000 ms (its address: connection refused)" in out, out
+    assert "SYNCLINE_SCHEDULER_ADDRESS" in out, out
+
+
 def test_unknown_transport_is_a_clear_error():
     proc = subprocess.run([SERVER], env=clean_env(SYNCLINE_ROLE="server", SYNCLINE_TRANSPORT="rdma"),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
