@@ -107,7 +107,11 @@ void Server::Serve(const std::shared_ptr<Message>& m) {
   });
   if (!st.ok()) {
     // Lose nothing silently: the worker hears why its request was not served.
-    std::vector<Reply> replies{ErrorReply(*m, "server cannot queue the request: " + st.message())};
+    // The lanes close as the server stops; when it stops because the job was
+    // aborted, the abort's reason (which names its cause) is the answer.
+    const Status job = client_.health();
+    std::vector<Reply> replies{
+        ErrorReply(*m, job.ok() ? "server cannot queue the request: " + st.message() : job.message())};
     SendReplies(replies);
   }
 }
