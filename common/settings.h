@@ -64,8 +64,12 @@ struct Settings {
   // payload that does not fit goes through the socket.
   uint64_t shm_bytes = 256ull << 20;
   // SYNCLINE_JOB_TOKEN. Shared secret a node must present to join the job.
-  // pslaunch generates one per job; empty means "no secret" (trusted networks).
+  // pslaunch generates one per local job. A scheduler refuses to run without
+  // one unless allow_no_token says so.
   std::string job_token;
+  // SYNCLINE_ALLOW_NO_TOKEN. Lets a scheduler run with no job token, so that
+  // any process that reaches its port may join (a trusted, closed network).
+  bool allow_no_token = false;
   // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
   // chunks of at most this many bytes, each pushed/pulled independently and
   // placed on a server. Smaller: more overlap and better balance, more

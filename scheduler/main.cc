@@ -18,6 +18,7 @@ std::string BindHost(const std::string& host) {
 int main() {
   return syncline::RunNodeMain(syncline::Role::kScheduler, [](const syncline::Settings& s,
                                                               syncline::SignalWatcher& signals) -> syncline::Status {
+    if (auto st = syncline::Scheduler::CheckJobToken(s); !st.ok()) return st.WithContext("scheduler");
     // Listens on ZeroMQ TCP whatever the data plane; reaches ucx:// nodes over UCX.
     auto endpoint = syncline::CreateEndpoint("tcp");
     if (!endpoint.ok()) return endpoint.status().WithContext("scheduler");

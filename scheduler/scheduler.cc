@@ -102,6 +102,14 @@ void Scheduler::Handle(Message&& m) {
   SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(m.header.op()), sender);
 }
 
+Status Scheduler::CheckJobToken(const Settings& settings) {
+  if (!settings.job_token.empty() || settings.allow_no_token) return Status::Ok();
+  return FailedPrecondition(
+      "no job token (SYNCLINE_JOB_TOKEN): any process that reaches the scheduler's port could join the job and "
+      "push into its sums. Give every node the same SYNCLINE_JOB_TOKEN (pslaunch --token; pslaunch makes one for "
+      "local jobs), or set SYNCLINE_ALLOW_NO_TOKEN=1 on a closed network");
+}
+
 void Scheduler::OnRegister(const Message& m) {
   const proto::Register& r = m.header.register_body();
   auto reject = [&](const std::string& why) {

@@ -26,6 +26,10 @@ class Scheduler {
   Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint);
   ~Scheduler();
 
+  // OK if the settings give the job a token, or explicitly allow none; the
+  // scheduler process checks this before it listens.
+  static Status CheckJobToken(const Settings& settings);
+
   // Binds the scheduler's address; returns the concrete address.
   Result<std::string> Listen(const std::string& address);
   // Runs the job to its end: OK once every node finished, Aborted with the

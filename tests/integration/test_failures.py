@@ -35,7 +35,7 @@ def test_scheduler_port_in_use_is_a_clear_error(transport):
         taken.listen()
         port = taken.getsockname()[1]
         proc = subprocess.run([SCHEDULER], env=clean_env(SYNCLINE_ROLE="scheduler", SYNCLINE_SCHEDULER_PORT=port,
-                                                         **transport_env(transport)),
+                                                         SYNCLINE_JOB_TOKEN="t", **transport_env(transport)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
     assert proc.returncode != 0
     assert f"tcp://127.0.0.1:{port} is already in use" in proc.stdout, proc.stdout
@@ -61,6 +61,19 @@ def test_bad_setting_is_a_clear_error(transport):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
     assert proc.returncode != 0
     assert "SYNCLINE_NUM_WORKERS" in proc.stdout and "not an integer" in proc.stdout, proc.stdout
+
+
+def test_scheduler_without_a_token_refuses_to_start_unless_allowed():
+    env = dict(SYNCLINE_ROLE="scheduler", SYNCLINE_SCHEDULER_HOST="127.0.0.1", SYNCLINE_SCHEDULER_PORT=free_port(),
+               SYNCLINE_STARTUP_TIMEOUT_MS=500)
+    proc = subprocess.run([SCHEDULER], env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=30)
+    assert proc.returncode != 0 and "no job token (SYNCLINE_JOB_TOKEN)" in proc.stdout, proc.stdout
+    assert "listening at" not in proc.stdout, proc.stdout
+    # Allowed explicitly, it listens (and, with nobody joining, times out).
+    proc = subprocess.run([SCHEDULER], env=clean_env(SYNCLINE_ALLOW_NO_TOKEN=1, **env), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=30)
+    assert "listening at" in proc.stdout and "no job token" not in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("transport", BOTH)

@@ -452,6 +452,19 @@ TEST_F(SchedulerTest, StartupTimeoutWhenAWorkerNeverRegisters) {
   }
 }
 
+TEST(SchedulerToken, AJobWithoutATokenIsRefusedUnlessAllowed) {
+  Settings s;
+  Status st = Scheduler::CheckJobToken(s);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_JOB_TOKEN"));
+  EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_ALLOW_NO_TOKEN=1"));
+  s.allow_no_token = true;
+  EXPECT_TRUE(Scheduler::CheckJobToken(s).ok());
+  s.allow_no_token = false;
+  s.job_token = "secret";
+  EXPECT_TRUE(Scheduler::CheckJobToken(s).ok());
+}
+
 TEST_F(SchedulerTest, JoinWithoutASchedulerTimesOut) {
   Settings s = JobSettings(1, 1);
   s.startup_timeout_ms = 200;
