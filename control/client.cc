@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/host_identity.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "transport/reachability.h"
 #include "transport/wire.h"
@@ -95,7 +96,7 @@ bool SchedulerClient::Handle(const Message& m) {
     case proto::ADDRESS_BOOK: case proto::HEARTBEAT_ACK: case proto::BARRIER_RELEASE: case proto::DECLARE_REPLY:
     case proto::SHUTDOWN: case proto::ABORT:
       if (h.sender() != kSchedulerPeer) {
-        SYNCLINE_LOG_WARN("ignoring {} from node {}: only the scheduler sends it", proto::Op_Name(h.op()), h.sender());
+        SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}: only the scheduler sends it", proto::Op_Name(h.op()), h.sender());
         return true;
       }
       break;

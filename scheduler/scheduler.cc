@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/dtype.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "transport/wire.h"
 
@@ -99,7 +100,7 @@ void Scheduler::Handle(Message&& m) {
     }
     default: break;
   }
-  SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(m.header.op()), sender);
+  SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}", proto::Op_Name(m.header.op()), sender);
 }
 
 Status Scheduler::CheckJobToken(const Settings& settings) {
@@ -113,7 +114,7 @@ Status Scheduler::CheckJobToken(const Settings& settings) {
 void Scheduler::OnRegister(const Message& m) {
   const proto::Register& r = m.header.register_body();
   auto reject = [&](const std::string& why) {
-    SYNCLINE_LOG_WARN("rejecting registration of a {} at {}: {}", proto::Role_Name(r.role()), r.address(), why);
+    SYNCLINE_LOG_WARN_LIMITED("rejecting registration of a {} at {}: {}", proto::Role_Name(r.role()), r.address(), why);
     // One reused peer id for rejected nodes: connecting it again replaces the last one.
     const int32_t temp = -1;
     if (!endpoint_->Connect(temp, r.address()).ok()) return;
@@ -196,7 +197,7 @@ void Scheduler::OnBarrier(const Message& m) {
   if (!published_ || !nodes_.count(sender)) return;
   const proto::Barrier& b = m.header.barrier();
   if (b.group() != proto::ROLE_UNKNOWN && nodes_[sender].info.role() != b.group()) {
-    SYNCLINE_LOG_WARN("ignoring {}'s arrival at a {} barrier it is not a member of", Describe(sender),
+    SYNCLINE_LOG_WARN_LIMITED("ignoring {}'s arrival at a {} barrier it is not a member of", Describe(sender),
                       proto::Role_Name(b.group()));
     return;
   }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "transport/wire.h"
 
@@ -23,7 +24,7 @@ Reply ErrorReply(const Message& request, const std::string& why) {
   m.header.set_round(request.header.round());
   m.header.set_request_id(request.header.request_id());
   m.header.mutable_error()->set_message(why);
-  SYNCLINE_LOG_WARN("rejecting {} of key {} from node {}: {}", proto::Op_Name(request.header.op()),
+  SYNCLINE_LOG_WARN_LIMITED("rejecting {} of key {} from node {}: {}", proto::Op_Name(request.header.op()),
                     request.header.key(), request.header.sender(), why);
   return Reply{request.header.sender(), std::move(m)};
 }

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "transport/factory.h"
 #include "transport/node_endpoint.h"
@@ -75,7 +76,7 @@ void Server::OnMessage(Message&& m) {
   if (client_.Handle(m)) return;
   const proto::Op op = m.header.op();
   if (op != proto::PUSH && op != proto::PULL) {
-    SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(op), m.header.sender());
+    SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}", proto::Op_Name(op), m.header.sender());
     return;
   }
   auto shared = std::make_shared<Message>(std::move(m));
@@ -92,7 +93,7 @@ void Server::OnMessage(Message&& m) {
 void Server::Serve(const std::shared_ptr<Message>& m) {
   auto it = worker_rank_.find(m->header.sender());
   if (it == worker_rank_.end()) {
-    SYNCLINE_LOG_WARN("ignoring {} from node {}: not a worker of this job", proto::Op_Name(m->header.op()),
+    SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}: not a worker of this job", proto::Op_Name(m->header.op()),
                       m->header.sender());
     return;
   }

@@ -1,6 +1,7 @@
 #include "transport/wire.h"
 
 #include "common/dtype.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 
 namespace syncline {
@@ -77,7 +78,7 @@ std::optional<Message> AdmitReceived(Result<Message> decoded, std::mutex& mu, En
     }
   }
   if (decoded.ok()) return std::move(decoded).value();
-  SYNCLINE_LOG_WARN("{}: dropping malformed message: {}", where, decoded.status().message());
+  SYNCLINE_LOG_WARN_LIMITED("{}: dropping malformed message: {}", where, decoded.status().message());
   return std::nullopt;
 }
 

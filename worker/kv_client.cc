@@ -1,5 +1,6 @@
 #include "worker/kv_client.h"
 
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "transport/wire.h"
 #include "worker/operation.h"
@@ -61,7 +62,7 @@ bool KvClient::Handle(Message& m) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(m.header.request_id());
     if (it == in_flight_.end() || it->second.server != m.header.sender()) {
-      SYNCLINE_LOG_WARN("ignoring {} for unknown request {} from node {}", proto::Op_Name(op),
+      SYNCLINE_LOG_WARN_LIMITED("ignoring {} for unknown request {} from node {}", proto::Op_Name(op),
                         m.header.request_id(), m.header.sender());
       return true;
     }

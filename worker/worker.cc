@@ -5,6 +5,7 @@
 #include <limits>
 #include <thread>
 
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "transport/factory.h"
 #include "transport/node_endpoint.h"
@@ -294,7 +295,7 @@ Status Worker::Shutdown() {
 
 void Worker::OnMessage(Message&& m) {
   if (client_.Handle(m) || kv_.Handle(m)) return;
-  SYNCLINE_LOG_WARN("ignoring {} from node {}", proto::Op_Name(m.header.op()), m.header.sender());
+  SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}", proto::Op_Name(m.header.op()), m.header.sender());
 }
 
 void Worker::FailAll(const Status& status) {

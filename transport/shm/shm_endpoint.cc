@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "transport/wire.h"
 
@@ -310,7 +311,7 @@ void ShmEndpoint::Reject(const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
     ++rejected_;
   }
-  SYNCLINE_LOG_WARN("dropping a shared-memory message: {}", why);
+  SYNCLINE_LOG_WARN_LIMITED("dropping a shared-memory message: {}", why);
 }
 
 EndpointStats ShmEndpoint::stats() const {
