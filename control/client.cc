@@ -94,7 +94,7 @@ bool SchedulerClient::Handle(const Message& m) {
   const proto::Header& h = m.header;
   switch (h.op()) {
     case proto::ADDRESS_BOOK: case proto::HEARTBEAT_ACK: case proto::BARRIER_RELEASE: case proto::DECLARE_REPLY:
-    case proto::SHUTDOWN: case proto::ABORT:
+    case proto::SHUTDOWN: case proto::ABORT: case proto::WORKER_FINISHED:
       if (h.sender() != kSchedulerPeer) {
         SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}: only the scheduler sends it", proto::Op_Name(h.op()), h.sender());
         return true;
@@ -115,6 +115,12 @@ bool SchedulerClient::Handle(const Message& m) {
     case proto::BARRIER_RELEASE: released_[{h.barrier().group(), h.barrier().sequence()}] = true; break;
     case proto::DECLARE_REPLY: declared_[h.declare_reply().name()] = h.declare_reply(); break;
     case proto::SHUTDOWN: shutdown_ = true; break;
+    case proto::WORKER_FINISHED: {
+      auto handler = worker_finished_handler_;
+      lock.unlock();
+      if (handler) handler(h.worker_finished().rank());
+      return true;
+    }
     case proto::ABORT:
       lock.unlock();
       MarkAborted(h.abort().reason());
@@ -182,10 +188,11 @@ Status SchedulerClient::WaitForShutdown(Deadline deadline) {
   return WaitLocked(lock, deadline, "waiting for the job to finish", [&] { return shutdown_; });
 }
 
-void SchedulerClient::Abort(const std::string& reason) {
+void SchedulerClient::Abort(const std::string& reason, int32_t culprit, std::optional<uint64_t> key) {
   Message m = MakeMessage(proto::ABORT, my_id_);
   m.header.mutable_abort()->set_reason(reason);
-  m.header.mutable_abort()->set_culprit(-1);
+  m.header.mutable_abort()->set_culprit(culprit);
+  if (key) m.header.mutable_abort()->set_key(*key);
   m.header.mutable_abort()->set_token(settings_.job_token);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -198,6 +205,11 @@ void SchedulerClient::Abort(const std::string& reason) {
 Status SchedulerClient::health() const {
   std::lock_guard<std::mutex> lock(mu_);
   return aborted_ ? *aborted_ : Status::Ok();
+}
+
+void SchedulerClient::SetWorkerFinishedHandler(std::function<void(int rank)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  worker_finished_handler_ = std::move(handler);
 }
 
 void SchedulerClient::SetAbortHandler(std::function<void(const Status&)> handler) {

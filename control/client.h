@@ -55,12 +55,17 @@ class SchedulerClient {
   // Waits for the scheduler's SHUTDOWN (servers) or an abort.
   Status WaitForShutdown(Deadline deadline);
   // Aborts the job: tells the scheduler, and fails every wait here.
-  void Abort(const std::string& reason);
+  // `culprit`: the node at fault, if known; `key`: the key the reason is
+  // about, which the scheduler turns into its tensor's name.
+  void Abort(const std::string& reason, int32_t culprit = -1, std::optional<uint64_t> key = std::nullopt);
 
   // OK, or Aborted with the reason once the job was aborted.
   Status health() const;
   // Called once, from whichever thread notices, when the job aborts.
   void SetAbortHandler(std::function<void(const Status&)> handler);
+  // Servers: called with a worker's rank when the scheduler says that worker
+  // finished (it will push nothing more), on the thread that received it.
+  void SetWorkerFinishedHandler(std::function<void(int rank)> handler);
 
  private:
   // Join's wait for the address book, saying meanwhile (and in its error)
@@ -89,6 +94,7 @@ class SchedulerClient {
   std::map<int, uint64_t> barrier_sequence_;               // GUARDED_BY(mu_)
   std::map<std::string, proto::DeclareReply> declared_;    // GUARDED_BY(mu_)
   std::function<void(const Status&)> abort_handler_;       // GUARDED_BY(mu_)
+  std::function<void(int)> worker_finished_handler_;       // GUARDED_BY(mu_)
   Clock::time_point last_heard_;                           // GUARDED_BY(mu_)
   std::string my_address_;                                 // GUARDED_BY(mu_)
 

@@ -96,7 +96,8 @@ void Scheduler::Handle(Message&& m) {
         for (const auto& [id, n] : nodes_)
           if (n.info.address() == a.address()) from = id;
       if (from < 0) break;
-      return AbortJob(Describe(from) + " aborted the job: " + a.reason(), a.culprit() >= 0 ? a.culprit() : from);
+      return AbortJob(Describe(from) + " aborted the job: " + a.reason() + (a.has_key() ? TensorOfKey(a.key()) : ""),
+                      a.culprit() >= 0 ? a.culprit() : from);
     }
     default: break;
   }
@@ -258,6 +259,16 @@ void Scheduler::OnFinish(const Message& m) {
     if (!n.finished) all_done = false;
     if (n.info.role() == proto::WORKER && !n.finished) workers_done = false;
   }
+  if (it->second.info.role() == proto::WORKER && !workers_done) {
+    // The servers learn that this worker pushes nothing more: a round still
+    // waiting for it can never complete, and they end the job naming it.
+    for (auto& [id, n] : nodes_) {
+      if (n.info.role() != proto::SERVER) continue;
+      Message note = MakeMessage(proto::WORKER_FINISHED, kSchedulerId);
+      note.header.mutable_worker_finished()->set_rank(it->second.info.rank());
+      SendTo(id, std::move(note));
+    }
+  }
   if (workers_done && !shutdown_sent_) {
     shutdown_sent_ = true;
     for (auto& [id, n] : nodes_)
@@ -267,6 +278,16 @@ void Scheduler::OnFinish(const Message& m) {
     outcome_ = Status::Ok();
     done_cv_.notify_all();
   }
+}
+
+std::string Scheduler::TensorOfKey(uint64_t key) const {
+  for (const auto& [name, t] : tensors_)
+    for (size_t i = 0; i < t.chunks.size(); ++i)
+      if (t.chunks[i].key() == key)
+        return " [tensor '" + name + "'" +
+               (t.chunks.size() > 1 ? ", chunk " + std::to_string(i) + " of " + std::to_string(t.chunks.size()) : "") +
+               "]";
+  return " [key " + std::to_string(key) + "]";
 }
 
 void Scheduler::CheckHeartbeats() {

@@ -62,6 +62,8 @@ class Scheduler {
   void AbortJob(const std::string& reason, int32_t culprit);
   void SendTo(int32_t id, Message m);
   std::string Describe(int32_t id) const;
+  // " [tensor 'name', chunk i of n]" for a key of a declared tensor.
+  std::string TensorOfKey(uint64_t key) const;
   size_t CountRole(proto::Role role) const;
 
   const Settings settings_;

@@ -39,6 +39,47 @@ size_t KeyStore::num_keys() const {
   return keys_.size();
 }
 
+std::vector<uint64_t> KeyStore::keys() const {
+  std::lock_guard<std::mutex> lock(map_mu_);
+  std::vector<uint64_t> out;
+  out.reserve(keys_.size());
+  for (const auto& [id, state] : keys_) out.push_back(id);
+  return out;
+}
+
+void KeyStore::MarkFinished(int rank) {
+  if (rank < 0 || rank >= options_.num_workers) return;
+  std::lock_guard<std::mutex> lock(finished_mu_);
+  if (finished_.empty()) finished_.assign(options_.num_workers, false);
+  if (!finished_[rank]) {
+    finished_[rank] = true;
+    ++finished_count_;
+  }
+}
+
+void KeyStore::CheckOrphanedRounds(uint64_t key) {
+  KeyState* state;
+  {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    auto it = keys_.find(key);
+    if (it == keys_.end()) return;
+    state = it->second.get();
+  }
+  for (const auto& [number, round] : state->rounds) ReportIfOrphaned(*state, number, round);
+}
+
+void KeyStore::ReportIfOrphaned(const KeyState& key, uint64_t number, const Round& round) {
+  if (options_.async || !options_.on_orphaned_round || finished_count_ == 0) return;
+  if (round.complete || round.pushes == 0) return;
+  int missing = -1;
+  {
+    std::lock_guard<std::mutex> lock(finished_mu_);
+    for (int r = 0; r < options_.num_workers && missing < 0; ++r)
+      if (finished_[r] && !round.pushed[r]) missing = r;
+  }
+  if (missing >= 0) options_.on_orphaned_round(key.id, number, missing);
+}
+
 Message KeyStore::ReplyTo(const Message& request, proto::Op op) const {
   Message m = MakeMessage(op, -1);
   m.header.set_key(request.header.key());
@@ -133,7 +174,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
     round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id(), rank});
   if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
-  if (round.pushes < options_.num_workers) return;
+  if (round.pushes < options_.num_workers) return ReportIfOrphaned(key, number, round);
   Complete(key, round);
   std::vector<Waiter> waiting = std::move(round.waiting);
   for (const Waiter& w : waiting) {

@@ -12,7 +12,9 @@
 // runs each key on one SerialLanes lane); calls for different keys may.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -29,6 +31,10 @@ struct KeyStoreOptions {
   int num_workers = 1;
   bool async = false;
   bool deterministic = false;
+  // Sync mode: called, on the key's lane, when a round has pushes but waits
+  // for a worker that finished (MarkFinished): it can never complete. It may
+  // be called more than once for one round.
+  std::function<void(uint64_t key, uint64_t round, int missing_rank)> on_orphaned_round;
 };
 
 // A reply the server must send: `to` is the worker's node id.
@@ -49,6 +55,14 @@ class KeyStore {
   void Pull(const Message& pull, int rank, std::vector<Reply>* out);
 
   size_t num_keys() const;
+  std::vector<uint64_t> keys() const;
+
+  // Worker `rank` finished: it pushes nothing more. Later pushes to rounds it
+  // has not pushed report the round as orphaned.
+  void MarkFinished(int rank);
+  // Reports every round of `key` orphaned by a finished worker (run it on the
+  // key's lane, like Push and Pull).
+  void CheckOrphanedRounds(uint64_t key);
 
  private:
   struct Waiter {
@@ -86,6 +100,8 @@ class KeyStore {
   // Answers one pull of a complete round; drops the round once all workers have theirs.
   void Answer(KeyState& key, uint64_t round_number, Round& round, const Waiter& w, std::vector<Reply>* out);
   Message ReplyTo(const Message& request, proto::Op op) const;
+  // Calls on_orphaned_round for a finished worker this incomplete round lacks.
+  void ReportIfOrphaned(const KeyState& key, uint64_t number, const Round& round);
   // Async mode: a pooled copy of the key's current value (zeros before any push).
   Buffer Snapshot(const KeyState& key);
 
@@ -94,6 +110,9 @@ class KeyStore {
   BufferPool* const pool_;
   mutable std::mutex map_mu_;  // guards the map itself, not the states
   std::unordered_map<uint64_t, std::unique_ptr<KeyState>> keys_;  // GUARDED_BY(map_mu_)
+  std::atomic<int> finished_count_{0};   // a fast "none finished" for every push
+  mutable std::mutex finished_mu_;
+  std::vector<bool> finished_;           // GUARDED_BY(finished_mu_): by rank
 };
 
 // An ERROR reply to `request` carrying `why`.

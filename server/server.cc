@@ -24,8 +24,12 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
       listen_address_(std::move(listen_address)),
       client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address)),
       engine_(settings_.sum_threads),
-      store_(KeyStoreOptions{settings_.num_workers, settings_.async, settings_.deterministic}, &engine_, &pool_),
-      lanes_(settings_.server_threads, kMaxPendingPerLane) {}
+      store_(KeyStoreOptions{settings_.num_workers, settings_.async, settings_.deterministic,
+                             [this](uint64_t key, uint64_t round, int rank) { OnOrphanedRound(key, round, rank); }},
+             &engine_, &pool_),
+      lanes_(settings_.server_threads, kMaxPendingPerLane) {
+  client_.SetWorkerFinishedHandler([this](int rank) { OnWorkerFinished(rank); });
+}
 
 Server::~Server() {
   lanes_.Shutdown();
@@ -71,6 +75,23 @@ Status Server::Run() {
 }
 
 void Server::RequestStop(const std::string& reason) { client_.Abort(reason); }
+
+void Server::OnWorkerFinished(int rank) {
+  store_.MarkFinished(rank);
+  // Rounds already open that lack its push can never complete: each key is
+  // checked on its own lane, where its rounds change.
+  for (uint64_t key : store_.keys()) (void)lanes_.Submit(key, [this, key] { store_.CheckOrphanedRounds(key); });
+}
+
+void Server::OnOrphanedRound(uint64_t key, uint64_t round, int rank) {
+  int32_t culprit = -1;
+  for (const auto& [id, r] : worker_rank_)
+    if (r == rank) culprit = id;
+  client_.Abort("worker " + std::to_string(rank) + " finished without pushing round " + std::to_string(round) +
+                    " of a tensor the other workers push_pull: every worker must make the same push_pull calls "
+                    "(the same tensors, as many times)",
+                culprit, key);
+}
 
 void Server::OnMessage(Message&& m) {
   if (client_.Handle(m)) return;

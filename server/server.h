@@ -43,6 +43,10 @@ class Server {
   void OnMessage(Message&& m);
   void Serve(const std::shared_ptr<Message>& m);
   void SendReplies(std::vector<Reply>& replies);
+  // A worker finished: rounds it never pushed cannot complete.
+  void OnWorkerFinished(int rank);
+  // Ends the job naming the worker and (through the scheduler) the tensor.
+  void OnOrphanedRound(uint64_t key, uint64_t round, int rank);
 
   const Settings settings_;
   ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on

@@ -33,6 +33,7 @@ proto::Header::BodyCase RequiredBody(proto::Op op) {
     case proto::DECLARE: return proto::Header::kDeclare;
     case proto::DECLARE_REPLY: return proto::Header::kDeclareReply;
     case proto::ERROR: return proto::Header::kError;
+    case proto::WORKER_FINISHED: return proto::Header::kWorkerFinished;
     default: return proto::Header::BODY_NOT_SET;
   }
 }

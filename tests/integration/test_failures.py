@@ -172,3 +172,4 @@ def test_killed_node_ends_the_job_with_its_name(cluster_factory, victim, transpo
     for name in survivors:
         text = c.output(name)
         assert "presumed dead" in text and dead in text, (name, dead, text[-2000:])
+

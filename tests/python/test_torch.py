@@ -48,6 +48,12 @@ def test_dead_peer_ends_push_pull_with_an_error_naming_it():
     assert "dead_peer ok" in worker_lines(out, 0), out
 
 
+def test_worker_finishing_early_ends_the_others_push_pull_naming_it_and_the_tensor():
+    code, out = run_job(2, [CHECKS, "early_finish"], timeout=120)
+    assert "early_finish ok" in worker_lines(out, 0), out
+    assert code != 0, "the job ended as if every worker had made the same calls"
+
+
 def test_calls_before_init_raise():
     probe = """
 import syncline.torch as bps

@@ -5,6 +5,7 @@ assertion exits non-zero, which ends the job with the worker's traceback.
 """
 import os
 import sys
+import time
 
 import torch
 
@@ -108,6 +109,22 @@ def dead_peer():
     print(f"dead_peer raised: {e}", flush=True)
     print("dead_peer ok", flush=True)
     os._exit(0)
+
+
+def early_finish():
+    """A worker that shuts down after fewer push_pulls than the other: the other's next push_pull fails
+    at once (not after the request timeout), naming the worker and the tensor."""
+    for _ in range(2):
+        bps.push_pull(torch.ones(10), name="steps")
+    if bps.rank() == 1:
+        return  # shuts down cleanly, two push_pulls short
+    start = time.monotonic()
+    e = expect_error(bps.SynclineError, lambda: bps.push_pull(torch.ones(10), name="steps"),
+                     ["worker 1 finished without pushing round 2", "[tensor 'steps']"],
+                     "a push_pull no other worker makes succeeded")
+    assert time.monotonic() - start < 30, f"the error took {time.monotonic() - start:.0f} s: {e}"
+    print("early_finish ok", flush=True)
+    os._exit(0)  # the job is over: nothing to shut down
 
 
 def optimizer_passes():
@@ -233,7 +250,7 @@ def cuda_sums():
     assert torch.equal(model.weight.cpu(), torch.full((1, 4), 1.0 - total / size))
 
 
-CHECKS = {f.__name__: f for f in (exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam, optimizer_api,
+CHECKS = {f.__name__: f for f in (early_finish, exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam, optimizer_api,
                                             cuda_sums)}
 
 if __name__ == "__main__":

@@ -373,5 +373,44 @@ TEST_F(KeyStoreTest, KeysAreIndependent) {
   EXPECT_EQ(store_->num_keys(), 2u);
 }
 
+// A worker that finished pushes nothing more: a round that lacks its push is
+// reported (on later pushes, and when its keys are checked), rounds it did
+// push are not.
+TEST_F(KeyStoreTest, RoundsAFinishedWorkerNeverPushedAreReported) {
+  std::vector<std::tuple<uint64_t, uint64_t, int>> reported;
+  KeyStoreOptions options{3, false, false};
+  options.on_orphaned_round = [&](uint64_t key, uint64_t round, int rank) { reported.emplace_back(key, round, rank); };
+  store_ = std::make_unique<KeyStore>(options, &engine_, &pool_);
+  const std::vector<float> v = {1, 2, 3, 4};
+  // Round 0: all three push. Round 1: ranks 0 and 1 push (rank 2 still busy).
+  for (int r = 0; r < 3; ++r) DoPush(Push(0, r, v), r);
+  DoPush(Push(1, 0, v), 0);
+  DoPush(Push(1, 1, v), 1);
+  store_->MarkFinished(1);  // rank 1 pushed round 1: nothing is missing for it
+  store_->CheckOrphanedRounds(kKey);
+  EXPECT_TRUE(reported.empty());
+  store_->MarkFinished(2);  // rank 2 finished without pushing round 1
+  store_->CheckOrphanedRounds(kKey);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported[0], std::make_tuple(kKey, uint64_t{1}, 2));
+  // A later round opened by another worker is reported as it is pushed.
+  reported.clear();
+  DoPush(Push(2, 0, v), 0);
+  ASSERT_FALSE(reported.empty());
+  EXPECT_EQ(std::get<1>(reported.back()), 2u);
+}
+
+TEST_F(KeyStoreTest, NothingIsReportedWhileEveryWorkerRuns) {
+  int reported = 0;
+  KeyStoreOptions options{2, false, false};
+  options.on_orphaned_round = [&](uint64_t, uint64_t, int) { ++reported; };
+  store_ = std::make_unique<KeyStore>(options, &engine_, &pool_);
+  const std::vector<float> v = {1, 2, 3, 4};
+  DoPush(Push(0, 0, v), 0);
+  store_->CheckOrphanedRounds(kKey);
+  store_->CheckOrphanedRounds(kKey + 1);  // a key it never saw
+  EXPECT_EQ(reported, 0);
+}
+
 }  // namespace
 }  // namespace syncline
