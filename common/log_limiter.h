@@ -40,9 +40,9 @@ class LogLimiter {
 #define SYNCLINE_LOG_WARN_LIMITED(...)                                                                 \
   do {                                                                                                 \
     static ::syncline::LogLimiter syncline_log_limiter_;                                               \
-    if (const auto verdict = syncline_log_limiter_.Admit(); verdict.log) {                             \
-      if (verdict.suppressed > 0)                                                                      \
-        SYNCLINE_LOG_WARN("({} more lines like the next were left out)", verdict.suppressed);          \
+    if (const auto syncline_log_verdict_ = syncline_log_limiter_.Admit(); syncline_log_verdict_.log) {                             \
+      if (syncline_log_verdict_.suppressed > 0)                                                                      \
+        SYNCLINE_LOG_WARN("({} more lines like the next were left out)", syncline_log_verdict_.suppressed);          \
       SYNCLINE_LOG_WARN(__VA_ARGS__);                                                                  \
     }                                                                                                  \
   } while (false)

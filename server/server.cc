@@ -84,6 +84,7 @@ void Server::OnWorkerFinished(int rank) {
 }
 
 void Server::OnOrphanedRound(uint64_t key, uint64_t round, int rank) {
+  if (orphan_reported_.exchange(true)) return;  // one abort is enough; later pushes would repeat it
   int32_t culprit = -1;
   for (const auto& [id, r] : worker_rank_)
     if (r == rank) culprit = id;

@@ -62,6 +62,7 @@ class Server {
   bool ready_ = false;                                   // GUARDED_BY(pending_mu_)
   std::vector<std::shared_ptr<Message>> pending_;        // GUARDED_BY(pending_mu_): data before the address book
   std::unordered_map<int32_t, int> worker_rank_;         // written once before ready_, then read-only
+  std::atomic<bool> orphan_reported_{false};
 };
 
 }  // namespace syncline

@@ -23,7 +23,11 @@ std::string ConnectOutcome(int fd, const sockaddr* addr, socklen_t len, int time
       err = errno;
     } else {
       pollfd p{fd, POLLOUT, 0};
-      if (poll(&p, 1, timeout_ms) != 1) return "timed out after " + std::to_string(timeout_ms) + " ms";
+      int ready;
+      do {
+        ready = poll(&p, 1, timeout_ms);  // a signal may cut the wait short: wait again
+      } while (ready < 0 && errno == EINTR);
+      if (ready != 1) return "timed out after " + std::to_string(timeout_ms) + " ms";
       socklen_t size = sizeof(err);
       getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &size);
     }
@@ -58,7 +62,8 @@ std::string ProbeTcp(const std::string& host_port, int timeout_ms) {
 std::string ProbeIpc(const std::string& path, int timeout_ms) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) return "";
+  // Abstract sockets (ZeroMQ's ipc://@name) are not probed.
+  if (path.empty() || path[0] == '@' || path.size() >= sizeof(addr.sun_path)) return "";
   std::memcpy(addr.sun_path, path.data(), path.size());
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   if (fd < 0) return "";

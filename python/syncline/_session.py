@@ -42,6 +42,18 @@ def aligned_empty(shape, dtype, alignment=64):
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
+def _refs_of_a_free_pooled_array():
+    """What sys.getrefcount reports for an array held only by a pool list, inside a loop over
+    that list (as output_array looks at it): 3 up to CPython 3.13, where the argument counts,
+    and less where the interpreter borrows it."""
+    pool = [np.empty(1)]
+    for array in pool:
+        return sys.getrefcount(array)
+
+
+_FREE_REFS = _refs_of_a_free_pooled_array()
+
+
 class Session:
     def __init__(self):
         if not any(name in os.environ for name in _JOB_VARIABLES):
@@ -123,13 +135,20 @@ class Session:
         with self._lock:
             pool = self._outputs.setdefault(key, [])
             for array in pool:
-                # Held only by the pool, this loop and getrefcount's argument: free.
-                if sys.getrefcount(array) <= 3:
+                # Held only by the pool (and this loop): free.
+                if sys.getrefcount(array) <= _FREE_REFS:
                     return array
             array = aligned_empty(shape, dtype)
             if len(pool) < self._OUTPUTS_PER_SHAPE:
                 pool.append(array)
             return array
+
+    def abandon(self, handles):
+        """Forgets posted arrays that will not be waited for (a later post failed): they stay
+        alive for good, as the transport may still use them."""
+        with self._lock:
+            posted = [self._posted.pop(int(h)) for h in handles if int(h) in self._posted]
+        keep_alive(posted)
 
     def wait_arrays(self, handles):
         """Waits for posted arrays; returns them, summed, in the order of `handles`."""

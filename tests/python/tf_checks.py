@@ -99,10 +99,27 @@ def keras_api():
     mean = sum(r + 1.0 for r in range(size)) / size
     expect_error(TypeError, lambda: kbps.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2),
                  ["backward_passes_per_step", "gradient_accumulation_steps"], "backward_passes_per_step was accepted")
-    built = keras.optimizers.SGD(0.1)
-    built.build([keras.Variable(np.zeros(2, np.float32))])
-    expect_error(ValueError, lambda: kbps.DistributedOptimizer(built), ["before it is built"],
-                 "a built optimizer was wrapped")
+    # A built optimizer keeps its state; a schedule Keras could not serialize is kept as it is.
+    built = keras.optimizers.SGD(0.1, momentum=0.9)
+    u = keras.Variable(np.zeros(2, np.float32), name="u")
+    built.build([u])
+    built.apply([tf.ones(2)], [u])
+    momentum = [np.array(v) for v in built.variables]
+    assert kbps.DistributedOptimizer(built) is built and built.iterations.numpy() == 1
+    assert all(np.array_equal(a, np.array(b)) for a, b in zip(momentum, built.variables))
+
+    class Halving(keras.optimizers.schedules.LearningRateSchedule):  # no get_config
+        def __call__(self, step):
+            return 0.5 ** tf.cast(step, tf.float32)
+
+    scheduled = kbps.DistributedOptimizer(keras.optimizers.SGD(Halving()))
+    z = keras.Variable(np.zeros(2, np.float32), name="z")
+    for _ in range(2):
+        scheduled.apply([tf.fill((2,), float(rank + 1))], [z])
+    assert np.allclose(z.numpy(), -1.5 * mean), z.numpy()  # steps of lr 1 and 0.5 with the mean gradient
+    # Scalars keep their shape.
+    scalar = kbps.push_pull(tf.constant(float(rank + 1)), average=False, name="scalar")
+    assert scalar.shape == () and float(scalar) == sum(range(1, size + 1)), scalar
     adam = kbps.DistributedOptimizer(keras.optimizers.Adam(0.01))
     assert isinstance(adam, keras.optimizers.Adam) and type(adam).__name__ == "Adam", type(adam)
     expect_error(ValueError, lambda: kbps.DistributedOptimizer(adam), ["already"], "an optimizer was wrapped twice")

@@ -80,7 +80,7 @@ def _to_tensor(array):
 
 
 def _post(session, array, name, average, priority):
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
     return session.post_array(name, array, average, priority, output=session.output_array(array.shape, array.dtype))
 
 
@@ -100,7 +100,13 @@ def push_pull_list(tensors, names, average=True, priorities=None):
     order = sorted(range(len(tensors)), key=lambda i: priorities[i])
     outs = [None] * len(tensors)
     if tf.executing_eagerly():
-        handles = [_post(session, _host_view(tensors[i]), names[i], average, priorities[i]) for i in order]
+        handles = []
+        try:
+            for i in order:
+                handles.append(_post(session, _host_view(tensors[i]), names[i], average, priorities[i]))
+        except BaseException:
+            session.abandon(handles)
+            raise
         for i, summed in zip(order, session.wait_arrays(handles)):
             outs[i] = _to_tensor(summed)
         return outs

@@ -53,10 +53,14 @@ def _path(variable, index):
     return getattr(variable, "path", None) or f"{getattr(variable, 'name', 'variable')}.{index}"
 
 
+_DISTRIBUTED_CLASSES = {}  # the user's optimizer class -> its distributed subclass
+
+
 def DistributedOptimizer(optimizer, name=None, compression=Compression.none, sparse_as_dense=True, **unsupported):
-    """Returns a copy of the Keras 3 `optimizer` (same class and config) whose updates use gradients
-    averaged across all workers. Wrap it before training starts: a built optimizer's state (its
-    slots and step count) would not carry over."""
+    """Makes the Keras 3 `optimizer` average its gradients across all workers before each update and
+    returns it. The object itself is turned into a subclass of its class, so its configuration
+    (custom schedules, callables, subclass arguments), and its state if it was already built,
+    stay exactly as they were."""
     import keras
 
     if unsupported:
@@ -69,17 +73,15 @@ def DistributedOptimizer(optimizer, name=None, compression=Compression.none, spa
                         f"not {type(optimizer).__name__}")
     if isinstance(optimizer, _SynclineApply):
         raise ValueError("this optimizer is already a Syncline DistributedOptimizer")
-    if optimizer.built:
-        raise ValueError("DistributedOptimizer must wrap an optimizer before it is built (before the first "
-                         "training step): its state would not carry over to the copy")
     if not sparse_as_dense:
         raise ValueError("Syncline sums dense tensors only: sparse_as_dense=False is not supported")
     base = type(optimizer)
-    # Named and placed like the wrapped class, so that a saved model loads without Syncline.
-    cls = type(base.__name__, (_SynclineApply, base), {"__module__": base.__module__})
-    config = optimizer.get_config()
+    cls = _DISTRIBUTED_CLASSES.get(base)
+    if cls is None:
+        # Named and placed like the wrapped class, so that a saved model loads without Syncline.
+        cls = _DISTRIBUTED_CLASSES[base] = type(base.__name__, (_SynclineApply, base), {"__module__": base.__module__})
+    optimizer.__class__ = cls
+    optimizer._syncline_compression = compression
     if name is not None:
-        config["name"] = name
-    wrapped = cls.from_config(config)
-    wrapped._syncline_compression = compression
-    return wrapped
+        optimizer.name = name
+    return optimizer

@@ -74,6 +74,7 @@ TEST(Reachability, AddressKindsItCannotProbeGiveNothing) {
   EXPECT_EQ(DescribeReachability("ucx://127.0.0.1:9000"), "");
   EXPECT_EQ(DescribeReachability("inproc://x"), "");
   EXPECT_EQ(DescribeReachability("tcp://no-port"), "");
+  EXPECT_EQ(DescribeReachability("ipc://@abstract-name"), "");
 }
 
 }  // namespace
