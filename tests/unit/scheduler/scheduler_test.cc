@@ -1,120 +1,16 @@
 // Scheduler + SchedulerClient over the in-process loopback network: rendezvous,
-// barriers, job tokens, failure detection, startup timeout, clean finish and
-// a lost scheduler. Every node is a thread of this test; every wait is bounded.
+// barriers, job tokens, startup and declarations. Every node is a thread of
+// this test; every wait is bounded.
 #include "scheduler/scheduler.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include <future>
 #include <set>
-#include <thread>
 
-#include "control/client.h"
-#include "transport/loopback/loopback_network.h"
+#include "tests/unit/scheduler/scheduler_testing.h"
 
 namespace syncline {
 namespace {
 
-using ::testing::HasSubstr;
-
-constexpr char kSchedulerAddress[] = "loop://scheduler";
-constexpr int kHeartbeatTimeoutMs = 400;
-
-bool Eventually(const std::function<bool()>& condition, int ms = 5000) {
-  const auto end = Clock::now() + Millis(ms);
-  while (!condition()) {
-    if (Clock::now() >= end) return false;
-    std::this_thread::sleep_for(Millis(2));
-  }
-  return true;
-}
-
-template <typename T>
-bool Ready(std::future<T>& f, int ms) {
-  return f.wait_for(Millis(ms)) == std::future_status::ready;
-}
-
-// One server or worker: its endpoint and its control-plane client.
-struct Node {
-  std::string address;
-  std::unique_ptr<Endpoint> endpoint;
-  std::unique_ptr<SchedulerClient> client;
-};
-
-class SchedulerTest : public ::testing::Test {
- protected:
-  Settings JobSettings(int workers, int servers) {
-    Settings s;
-    s.num_workers = workers;
-    s.num_servers = servers;
-    s.job_token = "right-token";
-    s.heartbeat_interval_ms = 20;
-    s.heartbeat_timeout_ms = kHeartbeatTimeoutMs;
-    s.startup_timeout_ms = 5000;
-    s.request_timeout_ms = 5000;
-    return s;
-  }
-
-  void StartScheduler(const Settings& s) {
-    Settings sched = s;
-    sched.role = Role::kScheduler;
-    scheduler_ = std::make_unique<Scheduler>(sched, net_.CreateEndpoint());
-    auto address = scheduler_->Listen(kSchedulerAddress);
-    ASSERT_TRUE(address.ok()) << address.status().ToString();
-    run_ = std::async(std::launch::async, [this] { return scheduler_->Run(); });
-  }
-
-  Node& AddNode(const std::string& name, Role role, Settings s) {
-    auto node = std::make_unique<Node>();
-    node->address = "loop://" + name;
-    node->endpoint = net_.CreateEndpoint();
-    s.role = role;
-    node->client = std::make_unique<SchedulerClient>(s, role, node->endpoint.get(), kSchedulerAddress);
-    SchedulerClient* client = node->client.get();
-    auto listening = node->endpoint->Listen(node->address, [client](Message&& m) { client->Handle(m); });
-    EXPECT_TRUE(listening.ok()) << listening.status().ToString();
-    nodes_.push_back(std::move(node));
-    return *nodes_.back();
-  }
-
-  std::future<Status> JoinAsync(Node& n) {
-    return std::async(std::launch::async, [&n] { return n.client->Join(n.address); });
-  }
-
-  // Joins all `nodes` concurrently and expects every join to succeed.
-  void JoinAll(const std::vector<Node*>& nodes) {
-    std::vector<std::future<Status>> joins;
-    for (Node* n : nodes) joins.push_back(JoinAsync(*n));
-    for (size_t i = 0; i < joins.size(); ++i) {
-      ASSERT_TRUE(Ready(joins[i], 10000)) << nodes[i]->address << " never joined";
-      Status st = joins[i].get();
-      ASSERT_TRUE(st.ok()) << nodes[i]->address << ": " << st.ToString();
-    }
-  }
-
-  // The scheduler's outcome, waiting at most `ms`.
-  Status RunResult(int ms = 10000) {
-    if (!Ready(run_, ms)) return Internal("Scheduler::Run did not return within " + std::to_string(ms) + " ms");
-    return run_.get();
-  }
-
-  void TearDown() override {
-    if (scheduler_) scheduler_->RequestAbort("test over");
-    if (run_.valid()) {
-      EXPECT_TRUE(Ready(run_, 10000)) << "Scheduler::Run hung";
-    }
-    for (auto& n : nodes_) n->endpoint->Close();
-    for (auto& n : nodes_) n->client.reset();
-    nodes_.clear();
-    scheduler_.reset();
-  }
-
-  LoopbackNetwork net_;
-  std::unique_ptr<Scheduler> scheduler_;
-  std::future<Status> run_;
-  std::vector<std::unique_ptr<Node>> nodes_;
-};
+using namespace scheduler_testing;
 
 TEST_F(SchedulerTest, RendezvousAssignsDistinctRanksHonoringRequestsAndPublishesEveryone) {
   Settings s = JobSettings(3, 2);
@@ -310,106 +206,6 @@ TEST_F(SchedulerTest, NodesBeyondTheJobSizeAreRejected) {
   EXPECT_FALSE(Ready(run_, 0));
 }
 
-TEST_F(SchedulerTest, SilentNodeAbortsTheJobNamingItsAddress) {
-  Settings s = JobSettings(2, 1);
-  StartScheduler(s);
-  Node& w0 = AddNode("w0", Role::kWorker, s);
-  Node& w1 = AddNode("w1", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w0, &w1, &srv});
-  // Stay healthy for longer than the timeout first: heartbeats keep everyone alive.
-  EXPECT_FALSE(Ready(run_, kHeartbeatTimeoutMs + 200)) << "job aborted while every node was alive";
-
-  const auto start = Clock::now();
-  net_.Isolate("loop://w1");  // w1 "crashes"
-  Status st = RunResult(kHeartbeatTimeoutMs + 3000);
-  const auto took = std::chrono::duration_cast<Millis>(Clock::now() - start).count();
-  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
-  EXPECT_THAT(st.message(), HasSubstr("loop://w1"));
-  EXPECT_THAT(st.message(), HasSubstr("heartbeat"));
-  EXPECT_GE(took, kHeartbeatTimeoutMs / 2);
-  EXPECT_LT(took, kHeartbeatTimeoutMs + 3000);
-
-  // The survivors learn why.
-  for (Node* n : {&w0, &srv}) {
-    ASSERT_TRUE(Eventually([&] { return !n->client->health().ok(); }, 3000)) << n->address;
-    Status h = n->client->health();
-    EXPECT_EQ(h.code(), StatusCode::kAborted);
-    EXPECT_THAT(h.message(), HasSubstr("loop://w1")) << n->address << ": " << h.ToString();
-    // Waits now fail at once with the reason.
-    Status b = n->client->Barrier(proto::ROLE_UNKNOWN, Deadline::AfterMs(5000));
-    EXPECT_EQ(b.code(), StatusCode::kAborted);
-  }
-  // The isolated node itself hears nothing and gives up on the scheduler.
-  ASSERT_TRUE(Eventually([&] { return !w1.client->health().ok(); }, kHeartbeatTimeoutMs + 3000));
-  EXPECT_THAT(w1.client->health().message(), HasSubstr("lost contact with the scheduler"));
-}
-
-TEST_F(SchedulerTest, AbortHandlerIsCalledOnceWithTheReason) {
-  Settings s = JobSettings(1, 1);
-  StartScheduler(s);
-  Node& w = AddNode("w0", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w, &srv});
-  std::atomic<int> calls{0};
-  std::mutex mu;
-  std::string reason;
-  w.client->SetAbortHandler([&](const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    reason = st.message();
-    ++calls;
-  });
-  scheduler_->RequestAbort("operator pressed stop");
-  Status st = RunResult(5000);
-  EXPECT_EQ(st.code(), StatusCode::kAborted);
-  EXPECT_THAT(st.message(), HasSubstr("operator pressed stop"));
-  ASSERT_TRUE(Eventually([&] { return calls.load() > 0; }, 3000));
-  std::this_thread::sleep_for(Millis(50));
-  EXPECT_EQ(calls.load(), 1);
-  std::lock_guard<std::mutex> lock(mu);
-  EXPECT_THAT(reason, HasSubstr("operator pressed stop"));
-  EXPECT_THAT(srv.client->health().message(), HasSubstr("operator pressed stop"));
-  w.client->SetAbortHandler(nullptr);
-}
-
-TEST_F(SchedulerTest, ANodeAbortingEndsTheJobForEveryone) {
-  Settings s = JobSettings(2, 1);
-  StartScheduler(s);
-  Node& w0 = AddNode("w0", Role::kWorker, s);
-  Node& w1 = AddNode("w1", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w0, &w1, &srv});
-  auto waiting = std::async(std::launch::async, [&] { return srv.client->WaitForShutdown(Deadline::AfterMs(10000)); });
-  w1.client->Abort("CUDA error: out of memory");
-  EXPECT_EQ(w1.client->health().code(), StatusCode::kAborted);
-  Status st = RunResult(5000);
-  EXPECT_EQ(st.code(), StatusCode::kAborted);
-  EXPECT_THAT(st.message(), HasSubstr("CUDA error: out of memory"));
-  EXPECT_THAT(st.message(), HasSubstr("loop://w1"));
-  ASSERT_TRUE(Ready(waiting, 3000)) << "the server's wait did not end on the abort";
-  Status w = waiting.get();
-  EXPECT_EQ(w.code(), StatusCode::kAborted);
-  EXPECT_THAT(w.message(), HasSubstr("CUDA error: out of memory"));
-  ASSERT_TRUE(Eventually([&] { return !w0.client->health().ok(); }, 3000));
-}
-
-TEST_F(SchedulerTest, AbortWhileJoiningReachesTheScheduler) {
-  // A node stopped (say by SIGTERM) while it waits for the other nodes must
-  // end the job with its reason, not leave the scheduler waiting.
-  Settings s = JobSettings(2, 1);
-  StartScheduler(s);
-  Node& w0 = AddNode("w0", Role::kWorker, s);
-  auto join = JoinAsync(w0);
-  EXPECT_FALSE(Ready(join, 100)) << "joined without the second worker";  // w0 registered, waits for the book
-  w0.client->Abort("stopped by signal 15");
-  ASSERT_TRUE(Ready(join, 3000));
-  EXPECT_EQ(join.get().code(), StatusCode::kAborted);
-  ASSERT_TRUE(Ready(run_, 1000)) << "the scheduler did not end the job on the joining node's abort";
-  Status st = run_.get();
-  EXPECT_EQ(st.code(), StatusCode::kAborted);
-  EXPECT_THAT(st.message(), HasSubstr("stopped by signal 15"));
-}
-
 TEST_F(SchedulerTest, DuplicateRequestedRanksAbortTheJob) {
   Settings s = JobSettings(2, 1);
   StartScheduler(s);
@@ -476,67 +272,6 @@ TEST_F(SchedulerTest, JoinWithoutASchedulerTimesOut) {
   EXPECT_THAT(st.message(), HasSubstr(kSchedulerAddress));
   EXPECT_GE(took, 190);
   EXPECT_LT(took, 3000);
-}
-
-TEST_F(SchedulerTest, CleanFinishShutsServersDownThenEnds) {
-  Settings s = JobSettings(2, 1);
-  StartScheduler(s);
-  Node& w0 = AddNode("w0", Role::kWorker, s);
-  Node& w1 = AddNode("w1", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w0, &w1, &srv});
-
-  EXPECT_EQ(srv.client->WaitForShutdown(Deadline::AfterMs(100)).code(), StatusCode::kDeadlineExceeded);
-  ASSERT_TRUE(w0.client->Finish().ok());
-  EXPECT_EQ(srv.client->WaitForShutdown(Deadline::AfterMs(150)).code(), StatusCode::kDeadlineExceeded)
-      << "servers were shut down while a worker was still running";
-  ASSERT_TRUE(w1.client->Finish().ok());
-  Status shutdown = srv.client->WaitForShutdown(Deadline::AfterMs(5000));
-  EXPECT_TRUE(shutdown.ok()) << shutdown.ToString();
-  EXPECT_FALSE(Ready(run_, 100)) << "the job ended before the server finished";
-  ASSERT_TRUE(srv.client->Finish().ok());
-  Status st = RunResult(5000);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  for (auto& n : nodes_) EXPECT_TRUE(n->client->health().ok()) << n->address << ": " << n->client->health().ToString();
-}
-
-TEST_F(SchedulerTest, FinishedWorkersMayGoQuiet) {
-  // A worker that finished and exited stops heartbeating; that is not a death.
-  Settings s = JobSettings(2, 1);
-  StartScheduler(s);
-  Node& w0 = AddNode("w0", Role::kWorker, s);
-  Node& w1 = AddNode("w1", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w0, &w1, &srv});
-  ASSERT_TRUE(w0.client->Finish().ok());
-  std::this_thread::sleep_for(Millis(50));
-  net_.Isolate("loop://w0");
-  EXPECT_FALSE(Ready(run_, kHeartbeatTimeoutMs + 300)) << "a finished worker was declared dead";
-  ASSERT_TRUE(w1.client->Finish().ok());
-  ASSERT_TRUE(srv.client->WaitForShutdown(Deadline::AfterMs(5000)).ok());
-  ASSERT_TRUE(srv.client->Finish().ok());
-  EXPECT_TRUE(RunResult(5000).ok());
-}
-
-TEST_F(SchedulerTest, LostSchedulerMakesClientsAbort) {
-  Settings s = JobSettings(1, 1);
-  StartScheduler(s);
-  Node& w = AddNode("w0", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w, &srv});
-  auto waiting = std::async(std::launch::async, [&] { return srv.client->WaitForShutdown(Deadline::AfterMs(20000)); });
-  const auto start = Clock::now();
-  net_.Isolate(kSchedulerAddress);
-  for (Node* n : {&w, &srv}) {
-    ASSERT_TRUE(Eventually([&] { return !n->client->health().ok(); }, kHeartbeatTimeoutMs + 3000)) << n->address;
-    Status h = n->client->health();
-    EXPECT_EQ(h.code(), StatusCode::kAborted);
-    EXPECT_THAT(h.message(), HasSubstr("lost contact with the scheduler"));
-    EXPECT_THAT(h.message(), HasSubstr(kSchedulerAddress));
-  }
-  EXPECT_GE(std::chrono::duration_cast<Millis>(Clock::now() - start).count(), kHeartbeatTimeoutMs / 2);
-  ASSERT_TRUE(Ready(waiting, 3000)) << "a wait outlived the lost scheduler";
-  EXPECT_THAT(waiting.get().message(), HasSubstr("lost contact with the scheduler"));
 }
 
 TEST_F(SchedulerTest, DeclareGivesEveryWorkerTheSamePlacement) {
