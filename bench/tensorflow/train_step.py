@@ -9,18 +9,17 @@ with momentum), as model.fit's train step does. Prints one JSON line like
 bench/torch/train_step.py: the median step time over the timed steps and the
 samples per second of the whole job (global batch / step time).
 """
-import argparse
 import contextlib
-import json
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import step_timing  # noqa: E402
 
 # Layer width and depth of the MLPs, as bench/torch/models.py.
 MLPS = {"mlp5m": (1024, 5), "mlp25m": (2048, 6), "mlp100m": (4096, 6)}
@@ -36,14 +35,7 @@ def build_model(name):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=list(MLPS), required=True)
-    p.add_argument("--mode", choices=["compute", "syncline", "mwms"], required=True)
-    p.add_argument("--batch", type=int, default=8, help="per-worker batch")
-    p.add_argument("--steps", type=int, default=10, help="timed steps")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args()
+    a = step_timing.parse_args(MLPS, "mwms")
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(max(a.threads, 2))  # MWMS's collectives need a second
     rank, size, strategy = 0, 1, None
@@ -79,24 +71,19 @@ def main():
     else:
         train_step = tf.function(step)
     data = np.random.RandomState(rank)
-    times = []
-    for i in range(a.warmup + a.steps):
-        x = tf.constant(data.rand(a.batch, width).astype(np.float32))
-        y = tf.constant(data.rand(a.batch, width).astype(np.float32))
-        start = time.perf_counter()
+
+    def next_batch():
+        return (tf.constant(data.rand(a.batch, width).astype(np.float32)),
+                tf.constant(data.rand(a.batch, width).astype(np.float32)))
+
+    def timed_step(x, y):
         loss = train_step(x, y)
         if strategy:
             loss = strategy.experimental_local_results(loss)[0]
         float(loss)  # the step's end: its result is on the host
-        if i >= a.warmup:
-            times.append(time.perf_counter() - start)
-        if rank == 0:
-            print(f"step {i + 1}/{a.warmup + a.steps}: {1000 * (time.perf_counter() - start):.0f} ms",
-                  file=sys.stderr, flush=True)
-    step_s = statistics.median(times)
-    params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
-    print(json.dumps({"mode": a.mode, "model": a.model, "rank": rank, "workers": size, "params": params,
-                      "step_ms": 1000 * step_s, "samples_per_s": global_batch / step_s}), flush=True)
+
+    times = step_timing.time_steps(a, rank, next_batch, timed_step)
+    step_timing.report(a, rank, size, sum(int(np.prod(v.shape)) for v in model.trainable_variables), times)
     if a.mode == "syncline":
         bps.shutdown()
 

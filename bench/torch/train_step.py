@@ -8,28 +8,19 @@
 Prints one JSON line: the median step time over the timed steps and the
 samples per second of the whole job (global batch / step time).
 """
-import argparse
-import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import models  # noqa: E402
+import step_timing  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=models.NAMES, required=True)
-    p.add_argument("--mode", choices=["compute", "syncline", "ddp"], required=True)
-    p.add_argument("--batch", type=int, default=8, help="per-worker batch")
-    p.add_argument("--steps", type=int, default=10, help="timed steps")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args()
+    a = step_timing.parse_args(models.NAMES, "ddp")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model, make_batch, loss_fn = models.build(a.model)
@@ -47,22 +38,14 @@ def main():
         rank, size = dist.get_rank(), dist.get_world_size()
         model = torch.nn.parallel.DistributedDataParallel(model)
     data = torch.Generator().manual_seed(rank)
-    times = []
-    for i in range(a.warmup + a.steps):
-        x, y = make_batch(a.batch, data)
-        start = time.perf_counter()
+
+    def step(x, y):
         optimizer.zero_grad()
         loss_fn(model(x), y).backward()
         optimizer.step()
-        if i >= a.warmup:
-            times.append(time.perf_counter() - start)
-        if rank == 0:
-            print(f"step {i + 1}/{a.warmup + a.steps}: {1000 * (time.perf_counter() - start):.0f} ms",
-                  file=sys.stderr, flush=True)
-    step_s = statistics.median(times)
-    params = sum(t.numel() for t in model.parameters())
-    print(json.dumps({"mode": a.mode, "model": a.model, "rank": rank, "workers": size, "params": params,
-                      "step_ms": 1000 * step_s, "samples_per_s": a.batch * size / step_s}), flush=True)
+
+    times = step_timing.time_steps(a, rank, lambda: make_batch(a.batch, data), step)
+    step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times)
     if a.mode == "syncline":
         bps.shutdown()
     elif a.mode == "ddp":

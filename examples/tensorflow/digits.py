@@ -64,10 +64,19 @@ def worker_batches(x, y, global_batch, rank, size, seed):
                                  by[rank * per_worker:(rank + 1) * per_worker])))
 
 
-def save_weights(model, path, rank):
-    if path:
-        np.savez(path.replace("{rank}", str(rank)), *model.get_weights())
+def setup(args, rank):
+    """The data split, and the model and optimizer as this worker starts them: weights seeded by
+    --init-seed, else by --seed plus the rank (so that only a broadcast makes workers equal)."""
+    train, test = load_data(args.seed)
+    keras.utils.set_random_seed(args.init_seed if args.init_seed is not None else args.seed + rank)
+    model = make_model()
+    return train, test, model, keras.optimizers.SGD(learning_rate=args.lr, momentum=args.momentum)
 
 
-def accuracy(model, x, y):
-    return float(np.mean(np.argmax(model.predict(x, verbose=0), axis=1) == y))
+def report_and_save(model, test, args, rank):
+    """Prints this worker's accuracy on the held-out digits and writes its weights if --save."""
+    test_x, test_y = test
+    accuracy = float(np.mean(np.argmax(model.predict(test_x, verbose=0), axis=1) == test_y))
+    print(f"rank {rank}: final accuracy {accuracy:.4f} on {len(test_y)} held-out digits", flush=True)
+    if args.save:
+        np.savez(args.save.replace("{rank}", str(rank)), *model.get_weights())

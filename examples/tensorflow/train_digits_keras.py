@@ -14,7 +14,7 @@ import time
 
 import keras
 
-from digits import accuracy, load_data, make_model, parse_args, save_weights, worker_batches
+from digits import parse_args, report_and_save, setup, worker_batches
 
 
 class EpochPrinter(keras.callbacks.Callback):
@@ -42,10 +42,7 @@ def main():
 
         bps.init()
         rank, size = bps.rank(), bps.size()
-    (train_x, train_y), (test_x, test_y) = load_data(args.seed)
-    keras.utils.set_random_seed(args.init_seed if args.init_seed is not None else args.seed + rank)
-    model = make_model()
-    optimizer = keras.optimizers.SGD(learning_rate=args.lr, momentum=args.momentum)
+    (train_x, train_y), test, model, optimizer = setup(args, rank)
     callbacks = []
     if bps is not None:
         compression = bps.Compression.fp16 if args.fp16 else bps.Compression.none
@@ -56,7 +53,7 @@ def main():
                                                             momentum_correction=False))
     if rank == 0:
         callbacks.append(EpochPrinter(args.epochs))
-        print(f"training on {len(train_y)} digits, testing on {len(test_y)}; {size} worker(s), "
+        print(f"training on {len(train_y)} digits, testing on {len(test[1])}; {size} worker(s), "
               f"global batch {args.batch_size}, {args.epochs} epochs (model.fit)", flush=True)
     # jit_compile=False: Syncline's collectives run outside the compiled graph (Keras
     # already picks that on a machine without a GPU).
@@ -64,9 +61,7 @@ def main():
                   metrics=["accuracy"], jit_compile=False)
     data = worker_batches(train_x, train_y, args.batch_size, rank, size, args.seed)
     model.fit(data, epochs=args.epochs, callbacks=callbacks, shuffle=False, verbose=0)  # data: shuffled above
-    print(f"rank {rank}: final accuracy {accuracy(model, test_x, test_y):.4f} on {len(test_y)} held-out digits",
-          flush=True)
-    save_weights(model, args.save, rank)
+    report_and_save(model, test, args, rank)
     if bps is not None:
         bps.shutdown()
 

@@ -14,7 +14,7 @@ import time
 import keras
 import tensorflow as tf
 
-from digits import accuracy, load_data, make_model, parse_args, save_weights, worker_batches
+from digits import parse_args, report_and_save, setup, worker_batches
 
 
 def main():
@@ -26,10 +26,7 @@ def main():
 
         bps.init()
         rank, size = bps.rank(), bps.size()
-    (train_x, train_y), (test_x, test_y) = load_data(args.seed)
-    keras.utils.set_random_seed(args.init_seed if args.init_seed is not None else args.seed + rank)
-    model = make_model()
-    optimizer = keras.optimizers.SGD(learning_rate=args.lr, momentum=args.momentum)
+    (train_x, train_y), test, model, optimizer = setup(args, rank)
     optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     if bps is not None:
@@ -47,7 +44,7 @@ def main():
         return loss
 
     if rank == 0:
-        print(f"training on {len(train_y)} digits, testing on {len(test_y)}; {size} worker(s), "
+        print(f"training on {len(train_y)} digits, testing on {len(test[1])}; {size} worker(s), "
               f"global batch {args.batch_size}, {args.epochs} epochs (custom loop)", flush=True)
     data = worker_batches(train_x, train_y, args.batch_size, rank, size, args.seed)
     for epoch in range(1, args.epochs + 1):
@@ -56,9 +53,7 @@ def main():
         if rank == 0:
             print(f"epoch {epoch}/{args.epochs}: loss {sum(losses) / len(losses):.4f} "
                   f"({time.perf_counter() - start:.2f} s)", flush=True)
-    print(f"rank {rank}: final accuracy {accuracy(model, test_x, test_y):.4f} on {len(test_y)} held-out digits",
-          flush=True)
-    save_weights(model, args.save, rank)
+    report_and_save(model, test, args, rank)
     if bps is not None:
         bps.shutdown()
 

@@ -11,31 +11,14 @@ optimizer, add the callbacks, launch with pslaunch.
 Models must be compiled without XLA (jit_compile=False; Keras already chooses
 that on machines without a GPU): the collectives run outside the graph.
 """
-from syncline.errors import NotInitializedError, SynclineError
+from syncline.tensorflow import *  # noqa: F401,F403  (init, push_pull, broadcast_variables, ...)
+from syncline.tensorflow import __all__ as _TENSORFLOW_API
 from syncline.tensorflow.keras.callbacks import (
     BroadcastGlobalVariablesCallback,
     LearningRateWarmupCallback,
     MetricAverageCallback,
     broadcast_global_variables,
 )
-from syncline.tensorflow.ops import (
-    Compression,
-    broadcast,
-    broadcast_variables,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    push_pull,
-    rank,
-    shutdown,
-    size,
-)
-from syncline.tensorflow.optimizer import DistributedOptimizer
 
-__all__ = [
-    "BroadcastGlobalVariablesCallback", "Compression", "DistributedOptimizer", "LearningRateWarmupCallback",
-    "MetricAverageCallback", "NotInitializedError", "SynclineError", "broadcast", "broadcast_global_variables",
-    "broadcast_variables", "init", "is_initialized", "local_rank", "local_size", "push_pull", "rank", "shutdown",
-    "size",
-]
+__all__ = [*_TENSORFLOW_API, "BroadcastGlobalVariablesCallback", "LearningRateWarmupCallback",
+           "MetricAverageCallback", "broadcast_global_variables"]
