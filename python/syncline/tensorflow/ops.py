@@ -165,6 +165,26 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
     return summed(tensor)
 
 
+def average_gradients(grads, names, priorities, compression=Compression.none):
+    """Averages each gradient across workers, compressed on the way, as push_pull_list posts them;
+    `names` and `priorities` go with `grads` by position. A None stays None; an IndexedSlices (an
+    embedding's gradient) is sent whole."""
+    present = [i for i, g in enumerate(grads) if g is not None]
+    sent, contexts = [], []
+    for i in present:
+        g = tf.convert_to_tensor(grads[i]) if isinstance(grads[i], tf.IndexedSlices) else grads[i]
+        s, ctx = compression.compress(g)
+        sent.append(s)
+        contexts.append(ctx)
+    out = list(grads)
+    if sent:
+        summed = push_pull_list(sent, [names[i] for i in present], average=True,
+                                priorities=[priorities[i] for i in present])
+        for i, s, ctx in zip(present, summed, contexts):
+            out[i] = compression.decompress(s, ctx)
+    return out
+
+
 def broadcast(tensor, root_rank, name=None):
     """root_rank's `tensor` on every worker (any dtype; floats as sums with zeros, others as bytes)."""
     session = _session.current()
@@ -187,7 +207,8 @@ def broadcast(tensor, root_rank, name=None):
     return out
 
 
-def _variable_name(variable, index):
+def variable_name(variable, index):
+    """A variable's stable name for its tensors: its Keras path, else its name and position."""
     return getattr(variable, "path", None) or f"{variable.name}.{index}"
 
 
@@ -198,6 +219,6 @@ def broadcast_variables(variables, root_rank):
         raise ValueError(f"root_rank {root_rank!r} is not a worker rank (0..{size_ - 1})")
     assigns = []
     for i, v in enumerate(variables):
-        value = broadcast(tf.convert_to_tensor(v), root_rank, name=f"broadcast.{_variable_name(v, i)}")
+        value = broadcast(tf.convert_to_tensor(v), root_rank, name=f"broadcast.{variable_name(v, i)}")
         assigns.append(v.assign(value))
     return tf.group(*assigns) if assigns and not tf.executing_eagerly() else None

@@ -8,10 +8,9 @@ then lets the optimizer update as it would alone. Everything else (learning-rate
 schedules, clipping, weight decay, EMA, gradient accumulation, saving) is the
 wrapped optimizer's own.
 """
-import tensorflow as tf
 
 from syncline import _session
-from syncline.tensorflow.ops import Compression, push_pull_list
+from syncline.tensorflow.ops import Compression, average_gradients, variable_name
 
 
 class _SynclineApply:
@@ -28,29 +27,11 @@ class _SynclineApply:
         _session.current()  # a clear error before init(), not a failure deep in a trace
         if variables is None:  # gradients given in the order the optimizer was built with
             variables = list(self._trainable_variables)
-        present = [i for i, g in enumerate(grads) if g is not None]
-        sent, contexts, names = [], [], []
-        for i in present:
-            g = grads[i]
-            if isinstance(g, tf.IndexedSlices):  # an embedding's gradient: sent whole
-                g = tf.convert_to_tensor(g)
-            s, ctx = self._syncline_compression.compress(g)
-            sent.append(s)
-            contexts.append(ctx)
-            names.append(f"{self.name}.grad.{_path(variables[i], i)}")
-        if not sent:
-            return grads
+        names = [f"{self.name}.grad.{variable_name(v, i)}" for i, v in enumerate(variables)]
         # A model lists its variables in the order its layers were built, which for
         # Sequential and functional models is the order the forward pass uses them.
-        summed = push_pull_list(sent, names, average=True, priorities=[-i for i in present])
-        out = list(grads)
-        for i, s, ctx in zip(present, summed, contexts):
-            out[i] = self._syncline_compression.decompress(s, ctx)
-        return out
-
-
-def _path(variable, index):
-    return getattr(variable, "path", None) or f"{getattr(variable, 'name', 'variable')}.{index}"
+        priorities = [-i for i in range(len(grads))]
+        return average_gradients(grads, names, priorities, self._syncline_compression)
 
 
 _DISTRIBUTED_CLASSES = {}  # the user's optimizer class -> its distributed subclass

@@ -6,7 +6,7 @@ most urgent), and are waited for together.
 """
 import tensorflow as tf
 
-from syncline.tensorflow.ops import Compression, _variable_name, push_pull_list
+from syncline.tensorflow.ops import Compression, average_gradients, variable_name
 
 
 class DistributedGradientTape:
@@ -27,21 +27,8 @@ class DistributedGradientTape:
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
         flat_sources = tf.nest.flatten(sources)
-        flat_grads = tf.nest.flatten(grads)
         watched = {id(v): i for i, v in enumerate(self._tape.watched_variables())}
-        present = [i for i, g in enumerate(flat_grads) if g is not None]
-        sent, contexts, names, priorities = [], [], [], []
-        for i in present:
-            g = flat_grads[i]
-            if isinstance(g, tf.IndexedSlices):
-                g = tf.convert_to_tensor(g)
-            s, ctx = self._compression.compress(g)
-            sent.append(s)
-            contexts.append(ctx)
-            names.append(f"tape.grad.{_variable_name(flat_sources[i], i)}")
-            priorities.append(-watched.get(id(flat_sources[i]), len(watched) + i))
-        if sent:
-            summed = push_pull_list(sent, names, average=True, priorities=priorities)
-            for i, s, ctx in zip(present, summed, contexts):
-                flat_grads[i] = self._compression.decompress(s, ctx)
-        return tf.nest.pack_sequence_as(grads, flat_grads)
+        names = [f"tape.grad.{variable_name(v, i)}" for i, v in enumerate(flat_sources)]
+        priorities = [-watched.get(id(v), len(watched) + i) for i, v in enumerate(flat_sources)]
+        averaged = average_gradients(tf.nest.flatten(grads), names, priorities, self._compression)
+        return tf.nest.pack_sequence_as(grads, averaged)
