@@ -5,6 +5,8 @@ find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(Protobuf REQUIRED)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+# cpp-httplib serves the Prometheus metrics (metrics/exporter.cc).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
 find_package(TBB REQUIRED)
 find_package(GTest REQUIRED)
 find_package(fmt REQUIRED)

@@ -141,6 +141,8 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_TRACE_START_STEP", {{"BYTEPS_TRACE_START_STEP", 1}},
        Integer(&Settings::trace_start_step, 0, 1ll << 40)},
       {"SYNCLINE_TRACE_END_STEP", {{"BYTEPS_TRACE_END_STEP", 1}}, Integer(&Settings::trace_end_step, 0, 1ll << 40)},
+      {"SYNCLINE_METRICS_PORT", {}, Integer(&Settings::metrics_port, 0, 65535)},
+      {"SYNCLINE_METRICS_HOST", {}, Text(&Settings::metrics_host)},
       {"SYNCLINE_LOG_LEVEL", {{"BYTEPS_LOG_LEVEL", 1}},
        [](Settings& s, const std::string& text, long long) -> Status {
          std::string lower;

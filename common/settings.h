@@ -143,6 +143,13 @@ struct Settings {
   // the trace's memory on long runs. Default: steps 10 to 20, as BytePS.
   int64_t trace_start_step = 10;
   int64_t trace_end_step = 20;
+  // SYNCLINE_METRICS_PORT. The port this process serves Prometheus metrics
+  // on (GET /metrics); 0 = no metrics server (default). Every process of a
+  // job needs its own port on one host: pslaunch --metrics-port hands them out.
+  int metrics_port = 0;
+  // SYNCLINE_METRICS_HOST. The IPv4 address the metrics server binds; the
+  // default, every interface, lets a Prometheus on another machine scrape.
+  std::string metrics_host = "0.0.0.0";
   // SYNCLINE_LOG_LEVEL | BYTEPS_LOG_LEVEL. trace, debug, info, warn, error, off.
   std::string log_level = "info";
 

@@ -20,12 +20,15 @@ namespace {
 struct EnvPlan {
   std::vector<EnvAssignment> set;
   std::vector<std::string> strip;
+  std::vector<EnvAssignment> refusals;  // name -> why --env may not set it, where more specific
 
   void Set(const std::string& name, const char* alias, std::string value) {
     Strip(name, alias);
     set.emplace_back(name, std::move(value));
   }
-  void Strip(const std::string& name, const char* alias) {
+  // Removes an inherited value; `why`: the reason an --env of it is refused.
+  void Strip(const std::string& name, const char* alias, const char* why = nullptr) {
+    if (why != nullptr) refusals.emplace_back(name, why);
     strip.push_back(name);
     if (alias != nullptr) strip.emplace_back(alias);
   }
@@ -44,13 +47,16 @@ Status ValidateShape(const JobShape& s) {
     return InvalidArgument("the scheduler port must be in [1, 65535], got " + std::to_string(s.scheduler_port));
   if (!s.transport.empty() && s.transport != "tcp" && s.transport != "ipc" && s.transport != "ucx")
     return InvalidArgument("unknown transport '" + s.transport + "' (expected tcp, ipc or ucx)");
+  if (s.metrics_port < 0 || s.metrics_port > 65535)
+    return InvalidArgument("the metrics port must be in [1, 65535], got " + std::to_string(s.metrics_port));
   return Status::Ok();
 }
 
 // The job-wide settings, then the per-process ones.
 // `local_job`: every process on this host (a local job's workers learn their
 // local rank and size; a multi-host worker keeps what its launcher gave it).
-EnvPlan JobEnv(const JobShape& s, Role role, int worker_rank, const std::string& host, bool local_job) {
+EnvPlan JobEnv(const JobShape& s, Role role, int worker_rank, const std::string& host, bool local_job,
+               int metrics_port) {
   EnvPlan plan;
   plan.Set("SYNCLINE_ROLE", "DMLC_ROLE", RoleName(role));
   plan.Set("SYNCLINE_NUM_WORKERS", "DMLC_NUM_WORKER", std::to_string(s.num_workers));
@@ -70,15 +76,29 @@ EnvPlan JobEnv(const JobShape& s, Role role, int worker_rank, const std::string&
     plan.Set("SYNCLINE_LOCAL_RANK", "BYTEPS_LOCAL_RANK", std::to_string(worker_rank));
     plan.Set("SYNCLINE_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE", std::to_string(s.num_workers));
   }
+  if (metrics_port > 0) plan.Set("SYNCLINE_METRICS_PORT", nullptr, std::to_string(metrics_port));
+  if (local_job) {
+    // Every process of a local job shares this host: one port inherited or
+    // given to all would let only one of them bind it.
+    plan.Strip("SYNCLINE_PORT", nullptr,
+               "every process of a local job would bind the same port; each picks a free one instead");
+    if (metrics_port == 0)
+      plan.Strip("SYNCLINE_METRICS_PORT", nullptr,
+                 "every process of a local job would bind the same port; use --metrics-port, which gives each "
+                 "process its own");
+  }
   return plan;
 }
 
 Result<Environment> BuildEnv(const Environment& parent, const EnvPlan& plan,
                              const std::vector<EnvAssignment>& extra) {
   for (const auto& [name, value] : extra) {
+    for (const auto& [refused, why] : plan.refusals)
+      if (refused == name) return InvalidArgument("--env " + name + ": " + why);
     if (plan.Controls(name))
       return InvalidArgument("--env " + name + ": pslaunch sets this itself; use its own option instead " +
-                             "(--workers, --servers, --port, --scheduler, --rank, --host, --token, --transport)");
+                             "(--workers, --servers, --port, --scheduler, --rank, --host, --token, --transport, "
+                             "--metrics-port)");
   }
   Environment env = parent;
   for (const auto& name : plan.strip) env.erase(name);
@@ -90,6 +110,8 @@ Result<Environment> BuildEnv(const Environment& parent, const EnvPlan& plan,
 Result<PlannedProcess> MakeProcess(const JobShape& shape, Role role, int rank, int label_index,
                                    const std::string& host, std::vector<std::string> argv,
                                    const Environment& parent, bool local_job) {
+  const int metrics_port = !local_job ? shape.metrics_port
+                                      : MetricsPortOf(shape, role, role == Role::kWorker ? rank : label_index);
   PlannedProcess p;
   p.role = role;
   p.rank = role == Role::kWorker ? rank : label_index;
@@ -97,7 +119,8 @@ Result<PlannedProcess> MakeProcess(const JobShape& shape, Role role, int rank, i
   if (p.rank >= 0) p.label += " " + std::to_string(p.rank);
   p.spec.argv = std::move(argv);
   SYNCLINE_ASSIGN_OR_RETURN(p.spec.env,
-                            BuildEnv(parent, JobEnv(shape, role, role == Role::kWorker ? rank : -1, host, local_job),
+                            BuildEnv(parent,
+                                     JobEnv(shape, role, role == Role::kWorker ? rank : -1, host, local_job, metrics_port),
                                      shape.extra_env));
   return p;
 }
@@ -109,8 +132,22 @@ std::string JoinPath(const std::string& dir, const char* file) {
 
 }  // namespace
 
+int MetricsPortOf(const JobShape& shape, Role role, int index) {
+  if (shape.metrics_port == 0) return 0;
+  switch (role) {
+    case Role::kScheduler: return shape.metrics_port;
+    case Role::kServer: return shape.metrics_port + 1 + index;
+    case Role::kWorker: return shape.metrics_port + 1 + shape.num_servers + index;
+  }
+  return 0;
+}
+
 Result<std::vector<PlannedProcess>> PlanLocalJob(const LocalJob& job, const Environment& parent) {
   SYNCLINE_RETURN_IF_ERROR(ValidateShape(job.shape));
+  if (job.shape.metrics_port > 0 && job.shape.metrics_port + job.shape.num_servers + job.shape.num_workers > 65535)
+    return InvalidArgument("--metrics-port " + std::to_string(job.shape.metrics_port) + " leaves no room for " +
+                           std::to_string(1 + job.shape.num_servers + job.shape.num_workers) +
+                           " consecutive ports below 65536");
   if (job.command.empty() || job.command[0].empty())
     return InvalidArgument("no worker command given (pslaunch ... -- <command>)");
   std::vector<PlannedProcess> plan;
@@ -130,9 +167,6 @@ Result<std::vector<PlannedProcess>> PlanLocalJob(const LocalJob& job, const Envi
     worker.primary = true;
     plan.push_back(std::move(worker));
   }
-  // Every process of a local job shares this host: a port inherited from the
-  // user's shell would make all but one fail to bind, so each picks its own.
-  for (PlannedProcess& p : plan) p.spec.env.erase("SYNCLINE_PORT");
   return plan;
 }
 

@@ -45,7 +45,15 @@ struct JobShape {
   std::string job_token;           // empty: not set by pslaunch (an inherited one is kept)
   std::string transport;           // empty: not set by pslaunch; else "tcp", "ipc" or "ucx"
   std::vector<EnvAssignment> extra_env;  // --env K=V, for every process
+  // SYNCLINE_METRICS_PORT; 0 = not set by pslaunch. A local job gives its
+  // processes consecutive ports from this one (MetricsPortOf); a multi-host
+  // node uses it as is.
+  int metrics_port = 0;
 };
+
+// A local job's metrics port for the scheduler (index -1), server i or
+// worker i: metrics_port, then the servers', then the workers' (0 if off).
+int MetricsPortOf(const JobShape& shape, Role role, int index);
 
 // Everything on one host: a scheduler, num_servers servers, num_workers copies
 // of `command` (ranks 0..N-1).

@@ -56,6 +56,7 @@ struct Options {
   int rank = -1;
   std::string host;
   std::string token;
+  int metrics_port = 0;
   std::vector<std::string> command;
 };
 
@@ -100,6 +101,10 @@ void DefineOptions(CLI::App& app, Options& o) {
   auto* host = app.add_option("--host", o.host, "Multi-host mode: the address this node advertises");
   app.add_option("--token", o.token, "Job token (default: a random one for a local job; "
                                      "SYNCLINE_JOB_TOKEN from the environment in multi-host mode)");
+  app.add_option("--metrics-port", o.metrics_port,
+                 "Serve Prometheus metrics: a local job's scheduler on this port, its servers and workers on the "
+                 "ports after it (printed); multi-host mode: this process on this port")
+      ->check(CLI::Range(1, 65535));
   role->needs(sched);
   sched->needs(role);
   rank->needs(role);
@@ -135,6 +140,7 @@ Result<std::vector<SupervisedProcess>> Plan(const Options& o, const Environment&
   shape.num_servers = o.servers;
   shape.transport = o.transport;
   shape.job_token = o.token;
+  shape.metrics_port = o.metrics_port;
   for (const auto& e : o.env) {
     SYNCLINE_ASSIGN_OR_RETURN(EnvAssignment a, ParseEnvAssignment(e));
     shape.extra_env.push_back(std::move(a));
@@ -161,6 +167,13 @@ Result<std::vector<SupervisedProcess>> Plan(const Options& o, const Environment&
     for (auto& p : plan) out.push_back(ToSupervised(std::move(p)));
     WriteStderrLine("pslaunch: local job: 1 scheduler (127.0.0.1:" + std::to_string(shape.scheduler_port) + "), " +
                     std::to_string(o.servers) + " server(s), " + std::to_string(o.workers) + " worker(s)");
+    if (shape.metrics_port > 0)
+      WriteStderrLine("pslaunch: metrics at http://127.0.0.1:PORT/metrics: scheduler " +
+                      std::to_string(shape.metrics_port) + ", servers " +
+                      std::to_string(MetricsPortOf(shape, Role::kServer, 0)) + "-" +
+                      std::to_string(MetricsPortOf(shape, Role::kServer, o.servers - 1)) + ", workers " +
+                      std::to_string(MetricsPortOf(shape, Role::kWorker, 0)) + "-" +
+                      std::to_string(MetricsPortOf(shape, Role::kWorker, o.workers - 1)) + " (by rank)");
     return out;
   }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <sstream>
+#include <thread>
 
 #include "common/node_main.h"
 #include "examples/synthetic_values.h"
@@ -28,6 +29,7 @@ struct Options {
   std::string tensors = "fp32:1,fp32:1000,fp16:65537,bf16:100000,fp64:30000,fp32:1048576";
   std::string values = "exact";
   bool quiet = false;
+  double linger_s = 0;
 };
 
 Result<std::vector<TensorPlan>> ParseTensors(const std::string& list) {
@@ -131,6 +133,8 @@ Status Train(const Settings& settings, const Options& options) {
               static_cast<unsigned long long>(options.rounds),
               2.0 * bytes_per_round * options.rounds / comm_seconds / 1e6, static_cast<unsigned long long>(digest.h));
   std::fflush(stdout);
+  // The job (and every process's metrics) stays up until the workers shut down.
+  if (options.linger_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(options.linger_s));
   return worker->Shutdown();
 }
 
@@ -145,6 +149,9 @@ int main(int argc, char** argv) {
   app.add_option("--values", options.values, "exact (small integers, sums checked bit for bit) or random")
       ->check(CLI::IsMember({"exact", "random"}));
   app.add_flag("--quiet", options.quiet, "print only the last round");
+  app.add_option("--linger", options.linger_s, "seconds to keep the job up after the last round, e.g. for a "
+                                               "metrics scraper to read the final counts")
+      ->check(CLI::Range(0.0, 3600.0));
   CLI11_PARSE(app, argc, argv);
   return syncline::RunNodeMain(syncline::Role::kWorker,
                                [&](const syncline::Settings& s, syncline::SignalWatcher&) {

@@ -99,6 +99,11 @@ size_t CreditScheduler::queued() const {
   return queue_.size();
 }
 
+ChunkScheduler::Load CreditScheduler::load() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Load{queue_.size(), in_flight_, credit_};
+}
+
 void CreditScheduler::AdmitLoop() {
   for (;;) {
     ChunkTask next;

@@ -51,6 +51,7 @@ class CreditScheduler final : public ChunkScheduler {
   // The most bytes ever in flight at once.
   uint64_t peak_bytes_in_flight() const;
   size_t queued() const;
+  Load load() const override;
 
  private:
   // Heap order: true if `a` goes out after `b`.

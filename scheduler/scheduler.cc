@@ -6,6 +6,8 @@
 #include "common/dtype.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "metrics/common_metrics.h"
+#include "metrics/process_metrics.h"
 #include "transport/wire.h"
 
 namespace syncline {
@@ -36,11 +38,50 @@ bool SameSpec(const proto::TensorSpec& a, const proto::TensorSpec& b) {
 }  // namespace
 
 Scheduler::Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint)
-    : settings_(std::move(settings)), endpoint_(std::move(endpoint)) {}
+    : settings_(std::move(settings)),
+      rejected_registrations_(ErrorCounter(metrics_, "registration_rejected")),
+      unexpected_messages_(ErrorCounter(metrics_, "unexpected_message")),
+      foreign_barrier_arrivals_(ErrorCounter(metrics_, "barrier_not_a_member")),
+      endpoint_(std::move(endpoint)) {
+  AddMetrics();
+}
 
-Scheduler::~Scheduler() { endpoint_->Close(); }
+Scheduler::~Scheduler() {
+  exporter_.reset();  // its collectors read the state below
+  endpoint_->Close();
+}
+
+void Scheduler::AddMetrics() {
+  using Series = std::vector<std::pair<MetricLabels, double>>;
+  AddProcessMetrics(metrics_);
+  AddNodeInfo(metrics_, "scheduler", -1);
+  metrics_.AddCollector("syncline_heartbeat_age_seconds", "Time since the scheduler last heard from each peer", [this] {
+    Series series;
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Clock::now();
+    for (const auto& [id, node] : nodes_) {
+      const bool worker = node.info.role() == proto::WORKER;
+      const std::string peer = std::string(worker ? "worker" : "server") +
+                               (published_ ? " " + std::to_string(node.info.rank()) : " (node " + std::to_string(id) + ")");
+      series.push_back({{{"peer", peer}}, std::chrono::duration<double>(now - node.last_seen).count()});
+    }
+    return series;
+  });
+  metrics_.AddCollector("syncline_registered_nodes", "Workers and servers that joined the job", [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Series{{{{"role", "worker"}}, double(CountRole(proto::WORKER))},
+                  {{{"role", "server"}}, double(CountRole(proto::SERVER))}};
+  });
+  metrics_.AddCollector("syncline_declared_tensors", "Tensors the workers declared (each partition size counts)", [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Series{{{}, double(tensors_.size())}};
+  });
+}
 
 Result<std::string> Scheduler::Listen(const std::string& address) {
+  if (!exporter_) {
+    SYNCLINE_ASSIGN_OR_RETURN(exporter_, MetricsExporter::FromSettings(settings_, &metrics_));
+  }
   return endpoint_->Listen(address, [this](Message&& m) { Handle(std::move(m)); });
 }
 
@@ -101,6 +142,7 @@ void Scheduler::Handle(Message&& m) {
     }
     default: break;
   }
+  unexpected_messages_.Add();
   SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}", proto::Op_Name(m.header.op()), sender);
 }
 
@@ -115,6 +157,7 @@ Status Scheduler::CheckJobToken(const Settings& settings) {
 void Scheduler::OnRegister(const Message& m) {
   const proto::Register& r = m.header.register_body();
   auto reject = [&](const std::string& why) {
+    rejected_registrations_.Add();
     SYNCLINE_LOG_WARN_LIMITED("rejecting registration of a {} at {}: {}", proto::Role_Name(r.role()), r.address(), why);
     // One reused peer id for rejected nodes: connecting it again replaces the last one.
     const int32_t temp = -1;
@@ -198,6 +241,7 @@ void Scheduler::OnBarrier(const Message& m) {
   if (!published_ || !nodes_.count(sender)) return;
   const proto::Barrier& b = m.header.barrier();
   if (b.group() != proto::ROLE_UNKNOWN && nodes_[sender].info.role() != b.group()) {
+    foreign_barrier_arrivals_.Add();
     SYNCLINE_LOG_WARN_LIMITED("ignoring {}'s arrival at a {} barrier it is not a member of", Describe(sender),
                       proto::Role_Name(b.group()));
     return;

@@ -16,6 +16,8 @@
 #include <string>
 
 #include "common/settings.h"
+#include "metrics/exporter.h"
+#include "metrics/registry.h"
 #include "scheduler/placement.h"
 #include "transport/transport.h"
 
@@ -30,7 +32,8 @@ class Scheduler {
   // scheduler process checks this before it listens.
   static Status CheckJobToken(const Settings& settings);
 
-  // Binds the scheduler's address; returns the concrete address.
+  // Binds the scheduler's address (and the metrics port, when the settings
+  // name one); returns the concrete address.
   Result<std::string> Listen(const std::string& address);
   // Runs the job to its end: OK once every node finished, Aborted with the
   // reason if a node died, misbehaved or asked to abort, DeadlineExceeded if
@@ -38,6 +41,9 @@ class Scheduler {
   Status Run();
   // Ends Run() with an abort (e.g. on SIGTERM).
   void RequestAbort(const std::string& reason);
+
+  // What the scheduler counts, peers' heartbeat ages included.
+  const MetricsRegistry& metrics() const { return metrics_; }
 
  private:
   struct Node {
@@ -65,8 +71,13 @@ class Scheduler {
   // " [tensor 'name', chunk i of n]" for a key of a declared tensor.
   std::string TensorOfKey(uint64_t key) const;
   size_t CountRole(proto::Role role) const;
+  void AddMetrics();
 
   const Settings settings_;
+  MetricsRegistry metrics_;  // before everything that registers in it
+  Counter& rejected_registrations_;
+  Counter& unexpected_messages_;
+  Counter& foreign_barrier_arrivals_;
   std::unique_ptr<Endpoint> endpoint_;
   std::mutex mu_;
   std::condition_variable done_cv_;
@@ -79,6 +90,7 @@ class Scheduler {
   uint32_t next_tensor_id_ = 0;                                     // GUARDED_BY(mu_)
   std::unique_ptr<KeyPlacement> placement_;                         // GUARDED_BY(mu_)
   bool shutdown_sent_ = false;                                      // GUARDED_BY(mu_)
+  std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 
 }  // namespace syncline

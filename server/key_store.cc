@@ -197,6 +197,7 @@ void KeyStore::Complete(KeyState& key, Round& round) {
   if (round.average && options_.num_workers > 1)
     engine_->Scale(key.dtype, round.sum.mutable_data(), elements, 1.0 / options_.num_workers);
   round.complete = true;
+  if (options_.on_round_complete) options_.on_round_complete();
 }
 
 void KeyStore::Answer(KeyState& key, uint64_t number, Round& round, const Waiter& w, std::vector<Reply>* out) {

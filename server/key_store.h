@@ -35,6 +35,8 @@ struct KeyStoreOptions {
   // for a worker that finished (MarkFinished): it can never complete. It may
   // be called more than once for one round.
   std::function<void(uint64_t key, uint64_t round, int missing_rank)> on_orphaned_round;
+  // Sync mode: called, on the key's lane, each time a round's sum is complete.
+  std::function<void()> on_round_complete;
 };
 
 // A reply the server must send: `to` is the worker's node id.

@@ -4,6 +4,7 @@
 
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "metrics/process_metrics.h"
 #include "transport/factory.h"
 #include "transport/node_endpoint.h"
 
@@ -15,20 +16,39 @@ constexpr auto kJobLifetime = std::chrono::hours(24 * 365);
 // Requests queued per summation lane before the network thread waits:
 // bounds server memory while a lane is busy.
 constexpr size_t kMaxPendingPerLane = 4096;
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 }  // namespace
+
+Server::Instruments::Instruments(MetricsRegistry& r)
+    : traffic(TrafficCounters::Register(r)),
+      rounds(RoundsCompleted(r)),
+      summation_seconds(r.AddHistogram("syncline_summation_seconds",
+                                       "Time a server spends taking one pushed chunk into its round's sum",
+                                       ExponentialBuckets(1e-5, 4, 10))),
+      rejected(ErrorCounter(r, "request_rejected")),
+      not_a_member(ErrorCounter(r, "sender_not_a_worker")),
+      unexpected(ErrorCounter(r, "unexpected_message")) {}
 
 Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::string listen_address,
                std::string scheduler_address)
     : settings_(std::move(settings)),
+      instruments_(metrics_),
       endpoint_(WrapForSharedMemory(settings_, std::move(endpoint), &shm_)),
       listen_address_(std::move(listen_address)),
       client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address)),
       engine_(settings_.sum_threads),
       store_(KeyStoreOptions{settings_.num_workers, settings_.async, settings_.deterministic,
-                             [this](uint64_t key, uint64_t round, int rank) { OnOrphanedRound(key, round, rank); }},
+                             [this](uint64_t key, uint64_t round, int rank) { OnOrphanedRound(key, round, rank); },
+                             [this] { instruments_.rounds.Add(); }},
              &engine_, &pool_),
       lanes_(settings_.server_threads, kMaxPendingPerLane) {
   client_.SetWorkerFinishedHandler([this](int rank) { OnWorkerFinished(rank); });
+  AddProcessMetrics(metrics_);
+  metrics_.AddCollector("syncline_keys", "Keys this server holds",
+                        [this] { return std::vector<std::pair<MetricLabels, double>>{{{}, double(store_.num_keys())}}; });
 }
 
 Server::~Server() {
@@ -37,6 +57,7 @@ Server::~Server() {
 }
 
 Status Server::Run() {
+  SYNCLINE_ASSIGN_OR_RETURN(exporter_, MetricsExporter::FromSettings(settings_, &metrics_));
   std::string want = listen_address_;
   if (want.empty()) {
     SYNCLINE_ASSIGN_OR_RETURN(want, ListenAddress(settings_.transport, settings_.host, settings_.port));
@@ -51,6 +72,7 @@ Status Server::Run() {
     worker_rank_[w.id()] = w.rank();
   }
   MarkColocatedPeers(shm_, workers);
+  AddNodeInfo(metrics_, "server", client_.my_rank());
   {
     // Serve what came before the address book; then drop our references
     // at once (a payload's sender may wait for its release).
@@ -98,6 +120,7 @@ void Server::OnMessage(Message&& m) {
   if (client_.Handle(m)) return;
   const proto::Op op = m.header.op();
   if (op != proto::PUSH && op != proto::PULL) {
+    instruments_.unexpected.Add();
     SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}", proto::Op_Name(op), m.header.sender());
     return;
   }
@@ -115,6 +138,7 @@ void Server::OnMessage(Message&& m) {
 void Server::Serve(const std::shared_ptr<Message>& m) {
   auto it = worker_rank_.find(m->header.sender());
   if (it == worker_rank_.end()) {
+    instruments_.not_a_member.Add();
     SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}: not a worker of this job", proto::Op_Name(m->header.op()),
                       m->header.sender());
     return;
@@ -122,10 +146,15 @@ void Server::Serve(const std::shared_ptr<Message>& m) {
   const int rank = it->second;
   Status st = lanes_.Submit(m->header.key(), [this, m, rank] {
     std::vector<Reply> replies;
-    if (m->header.op() == proto::PUSH)
+    if (m->header.op() == proto::PUSH) {
+      instruments_.traffic.pushed_chunks.Add();
+      for (const Buffer& payload : m->payloads) instruments_.traffic.pushed_bytes.Add(double(payload.size()));
+      const auto start = std::chrono::steady_clock::now();
       store_.Push(*m, rank, &replies);
-    else
+      instruments_.summation_seconds.Observe(SecondsSince(start));
+    } else {
       store_.Pull(*m, rank, &replies);
+    }
     SendReplies(replies);
   });
   if (!st.ok()) {
@@ -142,6 +171,11 @@ void Server::Serve(const std::shared_ptr<Message>& m) {
 void Server::SendReplies(std::vector<Reply>& replies) {
   for (Reply& r : replies) {
     r.message.header.set_sender(client_.my_id());
+    if (r.message.header.op() == proto::ERROR) instruments_.rejected.Add();
+    if (r.message.header.op() == proto::PULL_REPLY) {
+      instruments_.traffic.pulled_chunks.Add();
+      for (const Buffer& payload : r.message.payloads) instruments_.traffic.pulled_bytes.Add(double(payload.size()));
+    }
     Status st = endpoint_->Send(r.to, std::move(r.message), Deadline::AfterMs(settings_.request_timeout_ms));
     if (!st.ok()) SYNCLINE_LOG_WARN("reply to node {} failed: {}", r.to, st.message());
   }

@@ -15,6 +15,9 @@
 #include "common/buffer.h"
 #include "common/settings.h"
 #include "control/client.h"
+#include "metrics/common_metrics.h"
+#include "metrics/exporter.h"
+#include "metrics/registry.h"
 #include "server/key_store.h"
 #include "summation/engine.h"
 #include "summation/lanes.h"
@@ -38,6 +41,8 @@ class Server {
   void RequestStop(const std::string& reason);
 
   const KeyStore& key_store() const { return store_; }
+  // What this server counts (served over HTTP when settings.metrics_port is set).
+  const MetricsRegistry& metrics() const { return metrics_; }
 
  private:
   void OnMessage(Message&& m);
@@ -48,7 +53,20 @@ class Server {
   // Ends the job naming the worker and (through the scheduler) the tensor.
   void OnOrphanedRound(uint64_t key, uint64_t round, int rank);
 
+  // The numbers this server reports, before everything that updates them.
+  struct Instruments {
+    explicit Instruments(MetricsRegistry& registry);
+    TrafficCounters traffic;
+    Counter& rounds;
+    Histogram& summation_seconds;
+    Counter& rejected;
+    Counter& not_a_member;
+    Counter& unexpected;
+  };
+
   const Settings settings_;
+  MetricsRegistry metrics_;
+  Instruments instruments_;
   ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
   std::unique_ptr<Endpoint> endpoint_;
   const std::string listen_address_;
@@ -63,6 +81,7 @@ class Server {
   std::vector<std::shared_ptr<Message>> pending_;        // GUARDED_BY(pending_mu_): data before the address book
   std::unordered_map<int32_t, int> worker_rank_;         // written once before ready_, then read-only
   std::atomic<bool> orphan_reported_{false};
+  std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 
 }  // namespace syncline

@@ -62,6 +62,14 @@ class ChunkScheduler {
   // The tuner's knob: bytes of pushes in flight from the next admission on
   // (0 = unlimited). Schedulers without a credit ignore it.
   virtual void SetCredit(uint64_t credit_bytes) { (void)credit_bytes; }
+
+  // What waits and what is in flight now (metrics); zeros where not tracked.
+  struct Load {
+    size_t queued_chunks = 0;
+    uint64_t bytes_in_flight = 0;
+    uint64_t credit_bytes = 0;  // 0 = unlimited
+  };
+  virtual Load load() const { return {}; }
 };
 
 // Admits every chunk at once, in the order posted, on the posting thread.

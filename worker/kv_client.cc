@@ -7,8 +7,14 @@
 
 namespace syncline {
 
-KvClient::KvClient(Endpoint* endpoint, const SchedulerClient* control, int request_timeout_ms, Release release)
-    : endpoint_(endpoint), control_(control), request_timeout_ms_(request_timeout_ms), release_(std::move(release)) {}
+KvClient::KvClient(Endpoint* endpoint, const SchedulerClient* control, int request_timeout_ms, Release release,
+                   MetricsRegistry& metrics)
+    : endpoint_(endpoint),
+      control_(control),
+      request_timeout_ms_(request_timeout_ms),
+      release_(std::move(release)),
+      traffic_(TrafficCounters::Register(metrics)),
+      unknown_replies_(ErrorCounter(metrics, "reply_to_unknown_request")) {}
 
 uint64_t KvClient::TakeCreditLocked(InFlight& entry) {
   if (!entry.holds_credit) return 0;
@@ -39,7 +45,11 @@ void KvClient::Send(ChunkTask&& chunk) {
     m.payloads.push_back(std::move(*view));
     st = endpoint_->Send(chunk.server, std::move(m), Deadline::AfterMs(request_timeout_ms_));
   }
-  if (st.ok()) return;
+  if (st.ok()) {
+    traffic_.pushed_chunks.Add();
+    traffic_.pushed_bytes.Add(double(chunk.length));
+    return;
+  }
   uint64_t credit = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -62,6 +72,7 @@ bool KvClient::Handle(Message& m) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(m.header.request_id());
     if (it == in_flight_.end() || it->second.server != m.header.sender()) {
+      unknown_replies_.Add();
       SYNCLINE_LOG_WARN_LIMITED("ignoring {} for unknown request {} from node {}", proto::Op_Name(op),
                         m.header.request_id(), m.header.sender());
       return true;
@@ -81,6 +92,8 @@ bool KvClient::Handle(Message& m) {
   } else if (m.payloads.size() != 1) {
     entry.op->Fail(Internal("malformed reply for tensor '" + entry.op->tensor_name() + "'"));
   } else {
+    traffic_.pulled_chunks.Add();
+    traffic_.pulled_bytes.Add(double(m.payloads.front().size()));
     if (timeline_) Trace(entry, Timeline::NowUs());
     entry.op->OnReply(entry.chunk, std::move(m.payloads.front()));
   }

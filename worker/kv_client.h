@@ -20,6 +20,7 @@
 #include "common/settings.h"
 #include "common/timeline.h"
 #include "control/client.h"
+#include "metrics/common_metrics.h"
 #include "transport/transport.h"
 #include "worker/chunk.h"
 
@@ -29,8 +30,10 @@ class KvClient {
  public:
   using Release = std::function<void(uint64_t bytes)>;
 
-  // `control` names peers in errors and gives this node's id.
-  KvClient(Endpoint* endpoint, const SchedulerClient* control, int request_timeout_ms, Release release);
+  // `control` names peers in errors and gives this node's id; `metrics`
+  // gets the traffic counters (and must outlive the client).
+  KvClient(Endpoint* endpoint, const SchedulerClient* control, int request_timeout_ms, Release release,
+           MetricsRegistry& metrics);
 
   // Pushes the chunk and registers it for its reply; a send failure fails the
   // chunk's operation (and releases its credit).
@@ -61,6 +64,8 @@ class KvClient {
   const int request_timeout_ms_;
   const Release release_;
   Timeline* timeline_ = nullptr;
+  TrafficCounters traffic_;
+  Counter& unknown_replies_;
   std::atomic<uint64_t> next_request_{1};
   std::mutex mu_;
   std::unordered_map<uint64_t, InFlight> in_flight_;  // GUARDED_BY(mu_), by request id

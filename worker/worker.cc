@@ -7,6 +7,8 @@
 
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "metrics/common_metrics.h"
+#include "metrics/process_metrics.h"
 #include "transport/factory.h"
 #include "transport/node_endpoint.h"
 #include "transport/wire.h"
@@ -36,13 +38,39 @@ Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings, std::un
 Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,
                std::unique_ptr<ChunkScheduler> chunk_scheduler)
     : settings_(settings),
+      push_pulls_done_(RoundsCompleted(metrics_)),
+      push_pulls_failed_(ErrorCounter(metrics_, "push_pull_failed")),
+      unexpected_messages_(ErrorCounter(metrics_, "unexpected_message")),
+      push_pull_seconds_(metrics_.AddHistogram("syncline_push_pull_seconds",
+                                               "Time from a push_pull's start until its sum is back (or it failed)",
+                                               ExponentialBuckets(1e-4, 4, 10))),
       endpoint_(WrapForSharedMemory(settings_, std::move(endpoint), &shm_)),
       client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address),
       kv_(endpoint_.get(), &client_, settings_.request_timeout_ms,
-          [this](uint64_t bytes) { chunk_scheduler_->Release(bytes); }),
+          [this](uint64_t bytes) { chunk_scheduler_->Release(bytes); }, metrics_),
       chunk_scheduler_(std::move(chunk_scheduler)),
       cuda_(CudaDevicesPresent()) {
   chunk_scheduler_->Start([this](ChunkTask&& chunk) { kv_.Send(std::move(chunk)); });
+  AddProcessMetrics(metrics_);
+  AddSchedulerMetrics();
+}
+
+void Worker::AddSchedulerMetrics() {
+  using Series = std::vector<std::pair<MetricLabels, double>>;
+  metrics_.AddCollector("syncline_queued_chunks", "Chunks posted and waiting for the credit to go out",
+                        [this] { return Series{{{}, double(chunk_scheduler_->load().queued_chunks)}}; });
+  metrics_.AddCollector("syncline_credit_in_use_bytes", "Bytes of pushes sent and not yet acknowledged",
+                        [this] { return Series{{{}, double(chunk_scheduler_->load().bytes_in_flight)}}; });
+  metrics_.AddCollector("syncline_credit_bytes", "Bytes of pushes allowed in flight (0: unlimited)",
+                        [this] { return Series{{{}, double(chunk_scheduler_->load().credit_bytes)}}; });
+}
+
+Operation::DoneCallback Worker::Measured(Operation::DoneCallback on_done) {
+  return [this, start = std::chrono::steady_clock::now(), on_done = std::move(on_done)](const Status& st) {
+    push_pull_seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    (st.ok() ? push_pulls_done_ : push_pulls_failed_).Add();
+    if (on_done) on_done(st);
+  };
 }
 
 Worker::~Worker() {
@@ -74,6 +102,7 @@ Worker::~Worker() {
 }
 
 Status Worker::Start(const std::string& listen_address) {
+  SYNCLINE_ASSIGN_OR_RETURN(exporter_, MetricsExporter::FromSettings(settings_, &metrics_));
   SYNCLINE_ASSIGN_OR_RETURN(std::string address,
                             endpoint_->Listen(listen_address, [this](Message&& m) { OnMessage(std::move(m)); }));
   client_.SetAbortHandler([this](const Status& st) {
@@ -87,6 +116,7 @@ Status Worker::Start(const std::string& listen_address) {
   const auto servers = client_.NodesOf(proto::SERVER);
   for (const auto& s : servers) SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));
   MarkColocatedPeers(shm_, servers);
+  AddNodeInfo(metrics_, "worker", rank());
   if (settings_.trace) {
     timeline_ = std::make_unique<Timeline>(Timeline::Options{
         settings_.trace_dir + "/worker-" + std::to_string(rank()) + ".json", rank(), "worker " + std::to_string(rank()),
@@ -210,8 +240,8 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
       offsets.push_back(c.offset_bytes());
       lengths.push_back(c.length_bytes());
     }
-    op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths, options.on_done,
-                                     static_cast<uint8_t*>(options.output));
+    op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths,
+                                     Measured(options.on_done), static_cast<uint8_t*>(options.output));
     for (size_t i = 0; i < placement.chunks.size(); ++i) {
       const proto::ChunkPlacement& c = placement.chunks[i];
       chunks.push_back(ChunkTask{id, i, c.key(), c.server_id(), c.offset_bytes(), c.length_bytes(), round,
@@ -295,6 +325,7 @@ Status Worker::Shutdown() {
 
 void Worker::OnMessage(Message&& m) {
   if (client_.Handle(m) || kv_.Handle(m)) return;
+  unexpected_messages_.Add();
   SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}", proto::Op_Name(m.header.op()), m.header.sender());
 }
 

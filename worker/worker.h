@@ -32,6 +32,8 @@
 #include "common/settings.h"
 #include "common/timeline.h"
 #include "control/client.h"
+#include "metrics/exporter.h"
+#include "metrics/registry.h"
 #include "transport/node_endpoint.h"
 #include "transport/transport.h"
 #include "worker/chunk.h"
@@ -108,6 +110,9 @@ class Worker {
   // Where this worker's chunks wait to be admitted (the tuner sets its credit).
   ChunkScheduler* chunk_scheduler() { return chunk_scheduler_.get(); }
 
+  // What this worker counts (served over HTTP when settings.metrics_port is set).
+  const MetricsRegistry& metrics() const { return metrics_; }
+
   // Traffic through shared memory (zeros when it is off or unused).
   ShmEndpoint::ShmStats shm_stats() const { return shm_ ? shm_->shm_stats() : ShmEndpoint::ShmStats{}; }
 
@@ -135,7 +140,16 @@ class Worker {
   void OnMessage(Message&& m);
   void FailAll(const Status& status);
 
+  // Wraps the caller's callback: counts the push_pull and its latency.
+  Operation::DoneCallback Measured(Operation::DoneCallback on_done);
+  void AddSchedulerMetrics();
+
   const Settings settings_;
+  MetricsRegistry metrics_;  // before everything that registers in it
+  Counter& push_pulls_done_;
+  Counter& push_pulls_failed_;
+  Counter& unexpected_messages_;
+  Histogram& push_pull_seconds_;
   ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
   std::unique_ptr<Endpoint> endpoint_;
   SchedulerClient client_;
@@ -152,6 +166,7 @@ class Worker {
   std::optional<Status> shutdown_;                       // GUARDED_BY(mu_)
   std::thread closer_;                                   // GUARDED_BY(mu_): closes the endpoint after an abort
   bool leaving_ = false;  // GUARDED_BY(mu_): the destructor has begun; it closes the endpoint itself
+  std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 
 }  // namespace syncline

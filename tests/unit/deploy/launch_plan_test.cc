@@ -113,6 +113,49 @@ TEST(LaunchPlanTest, ExtraEnvironmentMayNotOverrideWhatPslaunchSets) {
   }
 }
 
+TEST(LaunchPlanTest, LocalPortsAreRefusedWithTheReason) {
+  // A port for every process of a local job would let only one bind it.
+  for (const char* name : {"SYNCLINE_PORT", "SYNCLINE_METRICS_PORT"}) {
+    JobShape s = Shape();
+    s.extra_env = {{name, "9100"}};
+    auto plan = PlanLocalJob(LocalJob{s, "/b", {"w"}}, {});
+    ASSERT_FALSE(plan.ok()) << name;
+    EXPECT_NE(plan.status().message().find("same port"), std::string::npos) << plan.status().message();
+  }
+  // Inherited from the shell: removed, not passed to every process.
+  auto plan = PlanLocalJob(LocalJob{Shape(), "/b", {"w"}}, {{"SYNCLINE_PORT", "7000"}, {"SYNCLINE_METRICS_PORT", "9100"}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const auto& p : *plan) {
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_PORT"), "<unset>") << p.label;
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_METRICS_PORT"), "<unset>") << p.label;
+  }
+}
+
+TEST(LaunchPlanTest, LocalJobGivesEachProcessItsOwnMetricsPort) {
+  JobShape s = Shape();  // 2 servers, 3 workers
+  s.metrics_port = 9100;
+  auto plan = PlanLocalJob(LocalJob{s, "/b", {"w"}}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<std::string> ports;
+  for (const auto& p : *plan) ports.push_back(p.label + ":" + Get(p.spec.env, "SYNCLINE_METRICS_PORT"));
+  EXPECT_EQ(ports, (std::vector<std::string>{"scheduler:9100", "server 0:9101", "server 1:9102", "worker 0:9103",
+                                             "worker 1:9104", "worker 2:9105"}));
+  s.metrics_port = 65532;  // 6 ports do not fit
+  EXPECT_FALSE(PlanLocalJob(LocalJob{s, "/b", {"w"}}, {}).ok());
+}
+
+TEST(LaunchPlanTest, NodeMetricsPortIsThisProcesssOwn) {
+  JobShape s = Shape();
+  s.metrics_port = 9100;
+  auto p = PlanNode(NodeJob{s, Role::kServer, -1, "10.0.0.2", "/b", {}}, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Get(p->spec.env, "SYNCLINE_METRICS_PORT"), "9100");
+  // Multi-host: each process has its own host, so an inherited port is kept.
+  p = PlanNode(NodeJob{Shape(), Role::kServer, -1, "10.0.0.2", "/b", {}}, {{"SYNCLINE_METRICS_PORT", "9200"}});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(Get(p->spec.env, "SYNCLINE_METRICS_PORT"), "9200");
+}
+
 TEST(LaunchPlanTest, LocalJobRejectsBadShapes) {
   JobShape s = Shape();
   EXPECT_FALSE(PlanLocalJob(LocalJob{s, "/b", {}}, {}).ok());  // no command

@@ -1,0 +1,24 @@
+#include "metrics/common_metrics.h"
+
+namespace syncline {
+
+TrafficCounters TrafficCounters::Register(MetricsRegistry& r) {
+  return TrafficCounters{
+      r.AddCounter("syncline_pushed_bytes_total", "Bytes of gradient chunks pushed (worker: sent; server: received)"),
+      r.AddCounter("syncline_pushed_chunks_total", "Gradient chunks pushed (worker: sent; server: received)"),
+      r.AddCounter("syncline_pulled_bytes_total", "Bytes of summed chunks pulled (worker: received; server: sent)"),
+      r.AddCounter("syncline_pulled_chunks_total", "Summed chunks pulled (worker: received; server: sent)"),
+  };
+}
+
+Counter& ErrorCounter(MetricsRegistry& registry, const std::string& kind) {
+  return registry.AddCounter("syncline_errors_total",
+                             "Messages rejected or dropped, and operations that failed, by kind", {{"kind", kind}});
+}
+
+Counter& RoundsCompleted(MetricsRegistry& registry) {
+  return registry.AddCounter("syncline_rounds_completed_total",
+                             "Worker: push_pulls finished; server: rounds of a key whose sum was complete");
+}
+
+}  // namespace syncline
