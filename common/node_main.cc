@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "common/logging.h"
@@ -21,14 +22,16 @@ void SignalWatcher::OnSignal(std::function<void(int)> callback) {
   if (pending != 0 && callback_) callback_(pending);
 }
 
-void SignalWatcher::Deliver(int signal) {
+bool SignalWatcher::Deliver(int signal) {
   std::function<void(int)> callback;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = signal;
     callback = callback_;
   }
-  if (callback) callback(signal);
+  if (!callback) return false;
+  callback(signal);
+  return true;
 }
 
 namespace {
@@ -83,7 +86,12 @@ int RunNodeMain(Role role, const NodeBody& body) {
   SignalWatcher watcher;
   std::thread([&watcher, stop_signals] {
     int sig = 0;
-    if (sigwait(&stop_signals, &sig) == 0) watcher.Deliver(sig);
+    if (sigwait(&stop_signals, &sig) != 0 || watcher.Deliver(sig)) return;
+    // Nobody asked to hear of it: stop as the default action would, rather
+    // than leave the launcher to wait out its grace period and SIGKILL us.
+    SYNCLINE_LOG_WARN("stopped by signal {}", sig);
+    spdlog::default_logger()->flush();
+    std::_Exit(128 + sig);
   }).detach();
 
   Status status = body(*settings, watcher);

@@ -14,11 +14,14 @@
 namespace syncline {
 
 // Delivers SIGINT/SIGTERM to a callback on a dedicated thread (not in a
-// signal handler), so the callback may lock and log.
+// signal handler), so the callback may lock and log. With no callback set,
+// RunNodeMain ends the process at once (exit status 128 + signal), as the
+// signal's default action would.
 class SignalWatcher {
  public:
   void OnSignal(std::function<void(int)> callback);
-  void Deliver(int signal);
+  // False if no callback was set to take it.
+  bool Deliver(int signal);
 
  private:
   std::mutex mu_;

@@ -111,6 +111,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_HOST", {{"DMLC_NODE_HOST", 1}}, Text(&Settings::host)},
       {"SYNCLINE_PORT", {}, Integer(&Settings::port, 0, 65535)},
       {"SYNCLINE_WORKER_RANK", {{"DMLC_WORKER_ID", 1}}, Integer(&Settings::worker_rank, -1, 65534)},
+      {"SYNCLINE_SERVER_RANK", {}, Integer(&Settings::server_rank, -1, 65534)},
       {"SYNCLINE_LOCAL_RANK", {{"BYTEPS_LOCAL_RANK", 1}}, Integer(&Settings::local_rank, 0, 65534)},
       {"SYNCLINE_LOCAL_SIZE", {{"BYTEPS_LOCAL_SIZE", 1}}, Integer(&Settings::local_size, 1, 65535)},
       {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc", "ucx"})},
@@ -209,6 +210,9 @@ Status Settings::Validate() const {
   if (worker_rank >= num_workers)
     return InvalidArgument("worker rank " + std::to_string(worker_rank) + " is not below the number of workers (" +
                            std::to_string(num_workers) + ")");
+  if (server_rank >= num_servers)
+    return InvalidArgument("server rank " + std::to_string(server_rank) + " is not below the number of servers (" +
+                           std::to_string(num_servers) + ")");
   if (local_rank >= local_size)
     return InvalidArgument("local rank " + std::to_string(local_rank) + " is not below the local size (" +
                            std::to_string(local_size) + ")");

@@ -42,6 +42,10 @@ struct Settings {
   // SYNCLINE_WORKER_RANK | DMLC_WORKER_ID. This worker's rank; -1 = assigned
   // by the scheduler in order of arrival.
   int worker_rank = -1;
+  // SYNCLINE_SERVER_RANK. This server's rank; -1 = assigned by the scheduler
+  // in order of arrival. pslaunch and the Helm chart set it, so that a
+  // server's label, pod name and rank in the job's messages agree.
+  int server_rank = -1;
   // SYNCLINE_LOCAL_RANK / SYNCLINE_LOCAL_SIZE | BYTEPS_LOCAL_RANK /
   // BYTEPS_LOCAL_SIZE. This worker's index among the workers of its host, and
   // their number (pslaunch sets both in a local job). Framework shims report

@@ -46,7 +46,9 @@ Status SchedulerClient::Join(const std::string& my_address) {
   body->set_role(role_ == Role::kServer ? proto::SERVER : proto::WORKER);
   body->set_address(my_address);
   body->set_token(settings_.job_token);
-  body->set_requested_rank(role_ == Role::kWorker ? settings_.worker_rank : -1);
+  body->set_requested_rank(role_ == Role::kWorker   ? settings_.worker_rank
+                           : role_ == Role::kServer ? settings_.server_rank
+                                                    : -1);
   body->set_hostname(Hostname());
   body->set_host_id(HostIdentity());
   body->set_pid(getpid());

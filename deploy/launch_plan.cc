@@ -55,8 +55,10 @@ Status ValidateShape(const JobShape& s) {
 // The job-wide settings, then the per-process ones.
 // `local_job`: every process on this host (a local job's workers learn their
 // local rank and size; a multi-host worker keeps what its launcher gave it).
-EnvPlan JobEnv(const JobShape& s, Role role, int worker_rank, const std::string& host, bool local_job,
+// `rank`: a worker's or server's rank for SYNCLINE_*_RANK; -1 = not set.
+EnvPlan JobEnv(const JobShape& s, Role role, int rank, const std::string& host, bool local_job,
                int metrics_port) {
+  const int worker_rank = role == Role::kWorker ? rank : -1;
   EnvPlan plan;
   plan.Set("SYNCLINE_ROLE", "DMLC_ROLE", RoleName(role));
   plan.Set("SYNCLINE_NUM_WORKERS", "DMLC_NUM_WORKER", std::to_string(s.num_workers));
@@ -70,6 +72,11 @@ EnvPlan JobEnv(const JobShape& s, Role role, int worker_rank, const std::string&
   } else if (role != Role::kWorker) {
     // A rank left in the user's shell must not reach a scheduler or server.
     plan.Strip("SYNCLINE_WORKER_RANK", "DMLC_WORKER_ID");
+  }
+  if (role == Role::kServer && rank >= 0) {
+    plan.Set("SYNCLINE_SERVER_RANK", nullptr, std::to_string(rank));
+  } else if (role != Role::kServer) {
+    plan.Strip("SYNCLINE_SERVER_RANK", nullptr);
   }
   if (!host.empty()) plan.Set("SYNCLINE_HOST", "DMLC_NODE_HOST", host);
   if (local_job && role == Role::kWorker) {
@@ -107,21 +114,20 @@ Result<Environment> BuildEnv(const Environment& parent, const EnvPlan& plan,
   return env;
 }
 
-Result<PlannedProcess> MakeProcess(const JobShape& shape, Role role, int rank, int label_index,
-                                   const std::string& host, std::vector<std::string> argv,
-                                   const Environment& parent, bool local_job) {
-  const int metrics_port = !local_job ? shape.metrics_port
-                                      : MetricsPortOf(shape, role, role == Role::kWorker ? rank : label_index);
+// `rank`: a worker's or server's rank (-1: the scheduler assigns one); the
+// label and the rank setting agree, so a process has one name everywhere.
+Result<PlannedProcess> MakeProcess(const JobShape& shape, Role role, int rank, const std::string& host,
+                                   std::vector<std::string> argv, const Environment& parent, bool local_job) {
+  if (role == Role::kScheduler) rank = -1;
+  const int metrics_port = local_job ? MetricsPortOf(shape, role, rank) : shape.metrics_port;
   PlannedProcess p;
   p.role = role;
-  p.rank = role == Role::kWorker ? rank : label_index;
+  p.rank = rank;
   p.label = RoleName(role);
   if (p.rank >= 0) p.label += " " + std::to_string(p.rank);
   p.spec.argv = std::move(argv);
-  SYNCLINE_ASSIGN_OR_RETURN(p.spec.env,
-                            BuildEnv(parent,
-                                     JobEnv(shape, role, role == Role::kWorker ? rank : -1, host, local_job, metrics_port),
-                                     shape.extra_env));
+  SYNCLINE_ASSIGN_OR_RETURN(p.spec.env, BuildEnv(parent, JobEnv(shape, role, rank, host, local_job, metrics_port),
+                                                 shape.extra_env));
   return p;
 }
 
@@ -153,17 +159,17 @@ Result<std::vector<PlannedProcess>> PlanLocalJob(const LocalJob& job, const Envi
   std::vector<PlannedProcess> plan;
   SYNCLINE_ASSIGN_OR_RETURN(
       PlannedProcess scheduler,
-      MakeProcess(job.shape, Role::kScheduler, -1, -1, "", {JoinPath(job.bin_dir, kSchedulerBinary)}, parent, true));
+      MakeProcess(job.shape, Role::kScheduler, -1, "", {JoinPath(job.bin_dir, kSchedulerBinary)}, parent, true));
   plan.push_back(std::move(scheduler));
   for (int i = 0; i < job.shape.num_servers; ++i) {
     SYNCLINE_ASSIGN_OR_RETURN(
         PlannedProcess server,
-        MakeProcess(job.shape, Role::kServer, -1, i, "", {JoinPath(job.bin_dir, kServerBinary)}, parent, true));
+        MakeProcess(job.shape, Role::kServer, i, "", {JoinPath(job.bin_dir, kServerBinary)}, parent, true));
     plan.push_back(std::move(server));
   }
   for (int i = 0; i < job.shape.num_workers; ++i) {
     SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess worker,
-                              MakeProcess(job.shape, Role::kWorker, i, -1, "", job.command, parent, true));
+                              MakeProcess(job.shape, Role::kWorker, i, "", job.command, parent, true));
     worker.primary = true;
     plan.push_back(std::move(worker));
   }
@@ -184,11 +190,15 @@ Result<PlannedProcess> PlanNode(const NodeJob& job, const Environment& parent) {
     if (!job.command.empty())
       return InvalidArgument(std::string("a command is only run by --role worker; --role ") + RoleName(job.role) +
                              " runs " + (job.role == Role::kScheduler ? kSchedulerBinary : kServerBinary));
-    if (job.rank >= 0) return InvalidArgument("--rank applies to workers only");
+    if (job.role == Role::kScheduler && job.rank >= 0)
+      return InvalidArgument("--rank applies to workers and servers only");
+    if (job.rank >= job.shape.num_servers)
+      return InvalidArgument("--rank " + std::to_string(job.rank) + " is not below --servers " +
+                             std::to_string(job.shape.num_servers));
     argv = {JoinPath(job.bin_dir, job.role == Role::kScheduler ? kSchedulerBinary : kServerBinary)};
   }
   SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess p,
-                            MakeProcess(job.shape, job.role, job.rank, -1, job.host, std::move(argv), parent, false));
+                            MakeProcess(job.shape, job.role, job.rank, job.host, std::move(argv), parent, false));
   p.primary = true;
   return p;
 }

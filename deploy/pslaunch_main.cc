@@ -96,7 +96,7 @@ void DefineOptions(CLI::App& app, Options& o) {
                    ->check(CLI::IsMember({"scheduler", "server", "worker"}));
   auto* sched = app.add_option("--scheduler", o.scheduler, "Multi-host mode: the scheduler's HOST:PORT")
                     ->check(FromParser("HOST:PORT", &ParseHostPort));
-  auto* rank = app.add_option("--rank", o.rank, "Multi-host mode: this worker's rank (default: assigned)")
+  auto* rank = app.add_option("--rank", o.rank, "Multi-host mode: this worker's or server's rank (default: assigned)")
                    ->check(CLI::Range(0, 65534));
   auto* host = app.add_option("--host", o.host, "Multi-host mode: the address this node advertises");
   app.add_option("--token", o.token, "Job token (default: a random one for a local job; "

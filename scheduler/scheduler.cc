@@ -170,10 +170,10 @@ void Scheduler::OnRegister(const Message& m) {
   if (r.token() != settings_.job_token) return reject("wrong job token");
   if (r.role() != proto::WORKER && r.role() != proto::SERVER) return reject("only workers and servers register");
   if (published_) return reject("the job has already started");
-  if (r.role() == proto::WORKER && r.requested_rank() >= settings_.num_workers)
-    return reject("rank " + std::to_string(r.requested_rank()) + " is not below the number of workers (" +
-                  std::to_string(settings_.num_workers) + ")");
   const size_t limit = r.role() == proto::WORKER ? settings_.num_workers : settings_.num_servers;
+  if (r.requested_rank() >= static_cast<int64_t>(limit))
+    return reject("rank " + std::to_string(r.requested_rank()) + " is not below the number of " +
+                  (r.role() == proto::WORKER ? "workers" : "servers") + " (" + std::to_string(limit) + ")");
   if (CountRole(r.role()) >= limit)
     return reject("the job already has " + std::to_string(limit) + " " + proto::Role_Name(r.role()) + "s");
   const int32_t id = next_id_++;
@@ -197,26 +197,30 @@ void Scheduler::OnRegister(const Message& m) {
 }
 
 void Scheduler::AssignRanksAndPublish() {
-  // Servers: arrival order. Workers: requested ranks first, the rest fill the gaps in arrival order.
-  std::set<int32_t> taken;
+  // Per role: requested ranks first, the rest fill the gaps in arrival order.
+  std::map<proto::Role, std::set<int32_t>> taken;
   for (auto& [id, n] : nodes_) {
-    if (n.info.role() != proto::WORKER || n.info.rank() < 0) continue;
-    if (!taken.insert(n.info.rank()).second)
-      return AbortJob("two workers asked for rank " + std::to_string(n.info.rank()), id);
+    if (n.info.rank() < 0) continue;
+    if (!taken[n.info.role()].insert(n.info.rank()).second)
+      return AbortJob("two " + std::string(n.info.role() == proto::WORKER ? "workers" : "servers") +
+                          " asked for rank " + std::to_string(n.info.rank()),
+                      id);
   }
-  int32_t next_worker = 0, next_server = 0;
-  std::vector<int32_t> server_ids;
+  std::map<proto::Role, int32_t> next;
+  std::map<int32_t, int32_t> server_by_rank;
   for (auto& [id, n] : nodes_) {
-    if (n.info.role() == proto::SERVER) {
-      n.info.set_rank(next_server++);
-      server_ids.push_back(id);
-    } else if (n.info.rank() < 0) {
-      while (taken.count(next_worker)) ++next_worker;
-      n.info.set_rank(next_worker);
-      taken.insert(next_worker);
+    if (n.info.rank() < 0) {
+      auto& used = taken[n.info.role()];
+      int32_t& rank = next[n.info.role()];
+      while (used.count(rank)) ++rank;
+      n.info.set_rank(rank);
+      used.insert(rank);
     }
+    if (n.info.role() == proto::SERVER) server_by_rank[n.info.rank()] = id;
     n.last_seen = Clock::now();
   }
+  std::vector<int32_t> server_ids;  // in rank order: placement is by server rank
+  for (const auto& [rank, id] : server_by_rank) server_ids.push_back(id);
   placement_ = std::make_unique<KeyPlacement>(server_ids);
   proto::AddressBook book;
   book.set_heartbeat_interval_ms(settings_.heartbeat_interval_ms);

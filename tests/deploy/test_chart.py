@@ -131,7 +131,8 @@ def test_default_environment_of_each_role():
         "SYNCLINE_TRANSPORT": "tcp",
     }
     assert env_of(objects, "scheduler") == {"DMLC_ROLE": "scheduler", **common}
-    assert env_of(objects, "server") == {"DMLC_ROLE": "server", **common}
+    assert env_of(objects, "server") == {"DMLC_ROLE": "server", **common,
+                                         "SYNCLINE_SERVER_RANK": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
     assert env_of(objects, "worker") == {"DMLC_ROLE": "worker", **common,
                                          "DMLC_WORKER_ID": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
 

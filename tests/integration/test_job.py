@@ -87,3 +87,30 @@ def test_bytesps_environment_names_work(transport):
     assert out.count("done: 3 rounds") == 2, out
     expected = "tcp://" if transport == "default" else "ucx://"
     assert f"server listening at {expected}" in out, out
+
+
+
+def test_a_worker_that_is_sent_sigterm_stops_at_once():
+    """A node program that registers no signal callback (the example worker) exits on SIGTERM as
+    the default action would, here while it waits to join: it used to ignore the signal, so a
+    launcher stopping a multi-host job waited out its grace period and killed it."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import clean_env, free_port
+    env = clean_env(SYNCLINE_ROLE="worker", SYNCLINE_SCHEDULER_PORT=free_port(), SYNCLINE_JOB_TOKEN="t",
+                    SYNCLINE_STARTUP_TIMEOUT_MS=120000)
+    proc = subprocess.Popen([EXAMPLE, "--rounds", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        time.sleep(1)  # well into its wait for the (absent) scheduler
+        assert proc.poll() is None, proc.communicate()[0]
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=30)[0]  # the startup timeout is 120 s
+        assert proc.returncode == 128 + signal.SIGTERM, output
+        assert "stopped by signal 15" in output, output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -71,13 +71,14 @@ TEST(LaunchPlanTest, LocalJobEnvironment) {
       EXPECT_EQ(Get(env, alias), "<unset>") << alias;
     EXPECT_EQ(Get(env, "PATH"), "/usr/bin:/bin");
     EXPECT_EQ(Get(env, "BYTEPS_PARTITION_BYTES"), "1024");
-    EXPECT_EQ(env.count("SYNCLINE_SERVER_RANK"), 0u);
+    EXPECT_EQ(env.count("SYNCLINE_SERVER_RANK"), (*plan)[i].role == Role::kServer ? 1u : 0u);
     // What the node binaries will read back.
     auto settings = Settings::FromEnvironment(env);
     ASSERT_TRUE(settings.ok()) << settings.status().ToString();
     EXPECT_EQ(settings->num_workers, 3);
     EXPECT_EQ(settings->scheduler_port, 12345);
     EXPECT_EQ(settings->worker_rank, (*plan)[i].role == Role::kWorker ? (*plan)[i].rank : -1);
+    EXPECT_EQ(settings->server_rank, (*plan)[i].role == Role::kServer ? (*plan)[i].rank : -1);
     // Every worker of a local job is on this host: local rank = rank, local size = workers.
     EXPECT_EQ(settings->local_rank, (*plan)[i].role == Role::kWorker ? (*plan)[i].rank : 0);
     EXPECT_EQ(settings->local_size, (*plan)[i].role == Role::kWorker ? 3 : 1);
@@ -246,8 +247,26 @@ TEST(LaunchPlanTest, NodeRejectsBadCombinations) {
   EXPECT_FALSE(PlanNode(job, {}).ok());  // a command for the scheduler
   job.command.clear();
   job.rank = 0;
+  EXPECT_FALSE(PlanNode(job, {}).ok());  // --rank for the scheduler
   job.role = Role::kServer;
-  EXPECT_FALSE(PlanNode(job, {}).ok());  // --rank for a server
+  job.rank = 2;  // == num_servers
+  EXPECT_FALSE(PlanNode(job, {}).ok());
+}
+
+TEST(LaunchPlanTest, ServersGetTheRankTheirLabelSays) {
+  // Local: server i is rank i of the job, as its output label says.
+  auto plan = PlanLocalJob(LocalJob{Shape(), "/b", {"w"}}, {{"SYNCLINE_SERVER_RANK", "5"}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const auto& p : *plan) {
+    const std::string want = p.role == Role::kServer ? std::to_string(p.rank) : "<unset>";
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_SERVER_RANK"), want) << p.label;
+  }
+  EXPECT_EQ((*plan)[2].label, "server 1");
+  // Multi-host: --rank for a server.
+  auto node = PlanNode(NodeJob{Shape(), Role::kServer, 1, "", "/b", {}}, {});
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_EQ(node->label, "server 1");
+  EXPECT_EQ(Get(node->spec.env, "SYNCLINE_SERVER_RANK"), "1");
 }
 
 TEST(LaunchPlanTest, ParseHostPort) {

@@ -224,6 +224,53 @@ TEST_F(SchedulerTest, DuplicateRequestedRanksAbortTheJob) {
   }
 }
 
+TEST_F(SchedulerTest, ServersGetTheRanksTheyAskForAndKeysFollowTheRank) {
+  Settings s = JobSettings(1, 3);
+  StartScheduler(s);
+  // Requested ranks 2, none, 0: whatever the arrival order, the one without
+  // a request fills the gap.
+  Settings wants_two = s, wants_zero = s;
+  wants_two.server_rank = 2;
+  wants_zero.server_rank = 0;
+  Node& s_a = AddNode("s-a", Role::kServer, wants_two);
+  Node& s_b = AddNode("s-b", Role::kServer, s);
+  Node& s_c = AddNode("s-c", Role::kServer, wants_zero);
+  Node& w = AddNode("w", Role::kWorker, s);
+  JoinAll({&s_a, &s_b, &s_c, &w});
+  EXPECT_EQ(s_a.client->my_rank(), 2);
+  EXPECT_EQ(s_b.client->my_rank(), 1);
+  EXPECT_EQ(s_c.client->my_rank(), 0);
+  auto servers = w.client->NodesOf(proto::SERVER);
+  ASSERT_EQ(servers.size(), 3u);
+  EXPECT_EQ(servers[0].address(), "loop://s-c");
+  EXPECT_EQ(servers[2].address(), "loop://s-a");
+}
+
+TEST_F(SchedulerTest, DuplicateOrOutOfRangeServerRanksAreRefused) {
+  Settings s = JobSettings(1, 2);
+  s.startup_timeout_ms = 2000;
+  StartScheduler(s);
+  Settings beyond = s;
+  beyond.server_rank = 2;  // == num_servers
+  Node& bad = AddNode("bad", Role::kServer, beyond);
+  auto j = JoinAsync(bad);
+  ASSERT_TRUE(Ready(j, 5000));
+  Status st = j.get();
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  EXPECT_THAT(st.message(), HasSubstr("not below the number of servers"));
+
+  Settings one = s;
+  one.server_rank = 1;
+  Node& s0 = AddNode("s0", Role::kServer, one);
+  Node& s1 = AddNode("s1", Role::kServer, one);
+  Node& w = AddNode("w", Role::kWorker, s);
+  auto j0 = JoinAsync(s0), j1 = JoinAsync(s1), j2 = JoinAsync(w);
+  Status run = RunResult(5000);
+  EXPECT_EQ(run.code(), StatusCode::kAborted);
+  EXPECT_THAT(run.message(), HasSubstr("two servers asked for rank 1"));
+  for (auto* f : {&j0, &j1, &j2}) ASSERT_TRUE(Ready(*f, 3000));
+}
+
 TEST_F(SchedulerTest, StartupTimeoutWhenAWorkerNeverRegisters) {
   Settings s = JobSettings(2, 1);
   s.startup_timeout_ms = 300;

@@ -70,6 +70,12 @@ Argument: dict "root" $ "role" "scheduler|server|worker".
     fieldRef:
       fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
 {{- end }}
+{{- if eq .role "server" }}
+- name: SYNCLINE_SERVER_RANK
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+{{- end }}
 - name: SYNCLINE_HOST
   valueFrom:
     fieldRef:
