@@ -126,8 +126,9 @@ Result<PlannedProcess> MakeProcess(const JobShape& shape, Role role, int rank, c
   p.label = RoleName(role);
   if (p.rank >= 0) p.label += " " + std::to_string(p.rank);
   p.spec.argv = std::move(argv);
-  SYNCLINE_ASSIGN_OR_RETURN(p.spec.env, BuildEnv(parent, JobEnv(shape, role, rank, host, local_job, metrics_port),
-                                                 shape.extra_env));
+  EnvPlan env_plan = JobEnv(shape, role, rank, host, local_job, metrics_port);
+  p.removed_env = env_plan.strip;
+  SYNCLINE_ASSIGN_OR_RETURN(p.spec.env, BuildEnv(parent, env_plan, shape.extra_env));
   return p;
 }
 

@@ -34,6 +34,10 @@ struct PlannedProcess {
   // The job is finished when every primary process has exited 0; the others
   // (scheduler, servers of a local job) are then expected to exit by themselves.
   bool primary = false;
+  // The inherited names pslaunch removed from `spec.env` (the settings it
+  // controls and their BytePS aliases), for a launcher that sets up an
+  // environment elsewhere (pslaunch --hosts, over ssh).
+  std::vector<std::string> removed_env;
 };
 
 // What every process of a job agrees on.

@@ -2,6 +2,8 @@
 //
 //   local (one host):  pslaunch -w N -s M [options] -- <worker command...>
 //     one syncline-scheduler, M syncline-server and N copies of the command;
+//   multi-host, whole job over ssh:
+//     pslaunch --hosts h1,h2,... | --hostfile FILE -w N -s M [options] -- <worker command...>
 //   multi-host (one process of a job per call):
 //     pslaunch --role scheduler|server|worker --scheduler HOST:PORT -w N -s M
 //              [--rank R] [--host ADDR] [--token T] [-- <worker command...>]
@@ -16,11 +18,16 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/settings.h"
 #include "deploy/launch_plan.h"
+#include "deploy/remote_job.h"
+#include "deploy/remote_shell.h"
 #include "deploy/supervisor.h"
 
 namespace syncline::deploy {
@@ -57,6 +64,10 @@ struct Options {
   std::string host;
   std::string token;
   int metrics_port = 0;
+  std::string hosts;
+  std::string hostfile;
+  std::string ssh = "ssh";
+  int ssh_port = 0;
   std::vector<std::string> command;
 };
 
@@ -76,7 +87,8 @@ CLI::Validator FromParser(const std::string& name, Result<T> (*parse)(const std:
 void DefineOptions(CLI::App& app, Options& o) {
   app.add_option("-w,--workers", o.workers, "Number of workers (N >= 1)")->required()->check(CLI::Range(1, 65535));
   app.add_option("-s,--servers", o.servers, "Number of servers (M >= 1)")->required()->check(CLI::Range(1, 65535));
-  auto* port = app.add_option("-p,--port", o.port, "Scheduler port of a local job (default: a free one)")
+  auto* port = app.add_option("-p,--port", o.port, "Scheduler port of a local job (default: a free one) or of a "
+                                                   "--hosts job (default 9000)")
                    ->check(CLI::Range(1, 65535));
   app.add_option("--transport", o.transport,
                  "Data transport: tcp or ipc (ZeroMQ; ipc: single host only), or ucx (UCX, steered by UCX_TLS)")
@@ -105,6 +117,17 @@ void DefineOptions(CLI::App& app, Options& o) {
                  "Serve Prometheus metrics: a local job's scheduler on this port, its servers and workers on the "
                  "ports after it (printed); multi-host mode: this process on this port")
       ->check(CLI::Range(1, 65535));
+  auto* hosts = app.add_option("--hosts", o.hosts, "Whole job over ssh on these hosts ([user@]host,...): "
+                                                 "scheduler on the first, servers and workers round-robin");
+  auto* hostfile = app.add_option("--hostfile", o.hostfile, "Like --hosts, from a file: one '[user@]host "
+                                                            "[slots=K]' per line, # comments")
+                       ->check(CLI::ExistingFile);
+  app.add_option("--ssh", o.ssh, "With --hosts: the ssh command and its options (default \"ssh\")");
+  app.add_option("--ssh-port", o.ssh_port, "With --hosts: the port of the hosts' sshd (default: ssh's)")
+      ->check(CLI::Range(1, 65535));
+  hosts->excludes(hostfile);
+  hosts->excludes(role);
+  hostfile->excludes(role);
   role->needs(sched);
   sched->needs(role);
   rank->needs(role);
@@ -133,6 +156,51 @@ SupervisedProcess ToSupervised(PlannedProcess p) {
   return SupervisedProcess{std::move(p.label), std::move(p.spec), p.primary};
 }
 
+// A whole job over ssh (--hosts/--hostfile).
+Result<std::vector<SupervisedProcess>> PlanHosts(const Options& o, JobShape shape, const std::string& bin_dir,
+                                                 const Environment& parent) {
+  HostsJob job;
+  if (!o.hostfile.empty()) {
+    std::ifstream in(o.hostfile);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) return InvalidArgument("cannot read --hostfile " + o.hostfile);
+    SYNCLINE_ASSIGN_OR_RETURN(job.hosts, ParseHostfile(text.str(), o.hostfile));
+  } else {
+    SYNCLINE_ASSIGN_OR_RETURN(job.hosts, ParseHostList(o.hosts));
+  }
+  SYNCLINE_ASSIGN_OR_RETURN(job.ssh, SplitCommandWords(o.ssh));
+  if (job.ssh.empty()) return InvalidArgument("--ssh: empty command");
+  shape.scheduler_port = o.port != 0 ? o.port : kDefaultHostsSchedulerPort;
+  if (shape.job_token.empty()) {
+    SYNCLINE_ASSIGN_OR_RETURN(shape.job_token, NewJobToken());
+  }
+  job.shape = shape;
+  job.bin_dir = bin_dir;
+  job.command = o.command;
+  job.ssh_port = o.ssh_port;
+  job.remote_grace_s = static_cast<int>(std::ceil(o.grace_s));
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return Unavailable("getcwd failed");
+  job.cwd = cwd;
+  // Checked before the pipe is made: a usage error leaves nothing open.
+  SYNCLINE_RETURN_IF_ERROR(PlanHostsJob(job, parent).status());
+  // Held open (never written) until pslaunch exits: see remote_job.h.
+  SYNCLINE_ASSIGN_OR_RETURN(LivenessPipe pipe, OpenLivenessPipe());
+  job.stdin_fd = pipe.read_fd;
+  SYNCLINE_ASSIGN_OR_RETURN(std::vector<PlannedProcess> plan, PlanHostsJob(job, parent));
+  std::string where;
+  for (const auto& p : plan) where += (where.empty() ? "" : ", ") + p.label;
+  std::set<std::string> machines;
+  for (const auto& h : job.hosts) machines.insert(h.address);
+  WriteStderrLine("pslaunch: job on " + std::to_string(machines.size()) + " host(s) over ssh, scheduler at " +
+                  plan.front().label.substr(plan.front().label.find('@') + 1) + ":" +
+                  std::to_string(shape.scheduler_port) + ": " + where);
+  std::vector<SupervisedProcess> out;
+  for (auto& p : plan) out.push_back(ToSupervised(std::move(p)));
+  return out;
+}
+
 // Builds the processes to start; a Status error is a usage error.
 Result<std::vector<SupervisedProcess>> Plan(const Options& o, const Environment& parent) {
   JobShape shape;
@@ -151,6 +219,8 @@ Result<std::vector<SupervisedProcess>> Plan(const Options& o, const Environment&
   }
 
   std::vector<SupervisedProcess> out;
+  if (!o.hosts.empty() || !o.hostfile.empty()) return PlanHosts(o, shape, bin_dir, parent);
+  if (o.ssh != "ssh" || o.ssh_port != 0) return InvalidArgument("--ssh and --ssh-port apply to --hosts/--hostfile");
   if (o.role.empty()) {
     if (o.port != 0) {
       shape.scheduler_port = o.port;
@@ -198,6 +268,7 @@ int Main(int argc, char** argv) {
   CLI::App app{
       "pslaunch: start a Syncline parameter-server job\n"
       "  local job:  pslaunch -w N -s M [OPTIONS] [--] COMMAND...\n"
+      "  over ssh:   pslaunch --hosts H1,H2,... -w N -s M [OPTIONS] [--] COMMAND...\n"
       "  multi-host: pslaunch --role scheduler|server|worker --scheduler HOST:PORT -w N -s M [OPTIONS]"
       " [[--] COMMAND...]",
       "pslaunch"};
@@ -227,7 +298,11 @@ int Main(int argc, char** argv) {
   options.timeout = SecondsToMillis(o.timeout_s);
   options.stop_signal = &g_stop_signal;
   Supervisor supervisor(options, FdLineSink(STDOUT_FILENO), WriteStderrLine);
-  return supervisor.Run(std::move(plan).value()).exit_code;
+  JobOutcome outcome = supervisor.Run(std::move(plan).value());
+  if ((!o.hosts.empty() || !o.hostfile.empty()) && outcome.end == JobEnd::kProcessFailed && outcome.exit_code == 255)
+    WriteStderrLine("pslaunch: (255 is ssh's status when it cannot reach or log in to a host: ssh's own message "
+                    "is in the output above, under the same prefix)");
+  return outcome.exit_code;
 }
 
 }  // namespace

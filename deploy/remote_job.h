@@ -1,0 +1,76 @@
+// A whole job across hosts over ssh (`pslaunch --hosts ...`): one local `ssh`
+// child per remote process, so the supervisor runs, relays and stops them like
+// local processes.
+//
+// Every process gets the environment a `pslaunch --role` node would (PlanNode's
+// policy): the job-wide settings, SYNCLINE_HOST = its host's address, worker
+// and server ranks, SYNCLINE_LOCAL_RANK/_SIZE among the workers of its host,
+// the metrics port offset by its index on its host, and every --env. Only
+// these travel: the remote process otherwise has its login environment, minus
+// the names pslaunch controls (and their BytePS aliases).
+//
+// Remote processes die with the connection. ssh's stdin is the read end of a
+// pipe whose only writer is pslaunch (it never writes). ssh forwards stdin, so
+// when pslaunch exits or is killed (SIGKILL included) the kernel closes the
+// write end, each ssh sends EOF, and the remote wrapper (kRemoteWrapper) stops
+// its process. The same happens when an ssh is killed (the supervisor stops the
+// job) or the connection drops: sshd closes the command's stdin.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "deploy/launch_plan.h"
+#include "deploy/remote_hosts.h"
+
+namespace syncline::deploy {
+
+// The scheduler's port when --hosts is given without --port: a free port
+// cannot be picked on another host.
+inline constexpr int kDefaultHostsSchedulerPort = 9000;
+
+struct HostsJob {
+  JobShape shape;  // scheduler_host is replaced by the first host's address
+  std::vector<HostEntry> hosts;
+  std::string bin_dir;                  // the same path on every host
+  std::vector<std::string> command;     // the worker command
+  std::string cwd;                      // remote processes start here (it must exist there)
+  std::vector<std::string> ssh{"ssh"};  // the ssh command and its own options (--ssh)
+  int ssh_port = 0;                     // 0: ssh's default or ~/.ssh/config
+  int remote_grace_s = 5;               // remote SIGTERM -> SIGKILL delay after the connection drops
+  int stdin_fd = -1;                    // ssh's stdin (the liveness pipe); -1: what the Process gives it
+};
+
+// Scheduler, servers by rank, workers by rank; each a local ssh command.
+// `local_env` is what the ssh processes run with (pslaunch's environment).
+Result<std::vector<PlannedProcess>> PlanHostsJob(const HostsJob& job, const Environment& local_env);
+
+// The remote side, run by /bin/sh with $1 = grace seconds and the rest the
+// command (see remote_job.cc for how it works).
+extern const char* const kRemoteWrapper;
+
+// The command string ssh hands to the remote login shell (POSIX sh syntax):
+// cd CWD && exec /bin/sh -c WRAPPER pslaunch-remote GRACE env -u NAME... K=V...
+// ARGV...
+std::string RemoteCommandLine(const std::string& cwd, int grace_s, const std::vector<std::string>& unset,
+                              const std::vector<EnvAssignment>& set, const std::vector<std::string>& argv);
+
+// ssh words, then -o BatchMode=yes -o StrictHostKeyChecking=accept-new
+// -o ConnectTimeout=15 -o ServerAliveInterval=10 [-p PORT] -T TARGET COMMAND.
+// The user's words come first, so their -o settings win (ssh keeps the first).
+std::vector<std::string> SshArgv(const std::vector<std::string>& ssh, int port, const std::string& target,
+                                 const std::string& remote_command);
+
+// argv run with its stdin taken from inherited descriptor `fd` (0..9):
+// /bin/sh -c 'exec "$@" 0<&FD FD<&-' pslaunch-ssh ARGV...
+std::vector<std::string> WithStdinFrom(int fd, const std::vector<std::string>& argv);
+
+// The liveness pipe: `read_fd` (in 3..9, inherited by children) and
+// `write_fd` (close-on-exec), both left open for the life of pslaunch.
+struct LivenessPipe {
+  int read_fd = -1;
+  int write_fd = -1;
+};
+Result<LivenessPipe> OpenLivenessPipe();
+
+}  // namespace syncline::deploy
