@@ -1,12 +1,35 @@
 #include "transport/wire.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "common/dtype.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
 
 namespace syncline {
+namespace {
 
-std::string EncodeHeader(const proto::Header& header) { return header.SerializeAsString(); }
+// protobuf logs an error line of its own for each header whose strings are
+// not UTF-8, straight to stderr: a peer could flood a node's log with them.
+// Its lines go through the rate-limited warning instead. (protobuf's handler
+// is process-wide: this is the one place Syncline sets it, once, before the
+// first header is encoded or decoded.)
+void RouteProtobufLogs() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    google::protobuf::SetLogHandler(
+        [](google::protobuf::LogLevel, const char*, int, const std::string& message) {
+          SYNCLINE_LOG_WARN_LIMITED("protobuf: {}", message);
+        });
+  });
+}
+
+}  // namespace
+
+std::string EncodeHeader(const proto::Header& header) {
+  RouteProtobufLogs();
+  return header.SerializeAsString();
+}
 
 uint64_t PayloadBytes(const Message& message) {
   uint64_t total = 0;
@@ -84,6 +107,7 @@ std::optional<Message> AdmitReceived(Result<Message> decoded, std::mutex& mu, En
 }
 
 Result<Message> DecodeMessage(const void* header_bytes, size_t header_size, std::vector<Buffer> payloads) {
+  RouteProtobufLogs();
   if (header_size > kMaxHeaderBytes)
     return InvalidArgument("header frame of " + std::to_string(header_size) + " bytes exceeds the limit");
   Message m;

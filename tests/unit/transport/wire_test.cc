@@ -5,7 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <random>
+#include <sstream>
 
 namespace syncline {
 namespace {
@@ -252,6 +257,33 @@ TEST(WireTest, RejectsControlOpsMissingTheirBody) {
   Message release = MakeMessage(proto::BARRIER_RELEASE, 0);
   release.header.mutable_abort()->set_reason("no");
   ExpectRejected(release, "BARRIER_RELEASE lacks its body");
+}
+
+}  // namespace
+}  // namespace syncline
+
+namespace syncline {
+namespace {
+
+TEST(WireTest, HeadersWithInvalidUtf8AreRejectedWithoutFloodingTheLog) {
+  // A peer sending strings that are not UTF-8: protobuf rejects each header
+  // and would log a line for each, unlimited.
+  proto::Header h;
+  h.set_op(proto::ABORT);
+  h.mutable_abort()->set_reason("ok");
+  std::string bytes = EncodeHeader(h);
+  const size_t at = bytes.find("ok");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = static_cast<char>(0xff);  // not UTF-8
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  for (int i = 0; i < 10000; ++i) EXPECT_FALSE(DecodeMessage(bytes.data(), bytes.size(), {}).ok());
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  EXPECT_LE(std::count(text.begin(), text.end(), '\n'), 21) << "protobuf's own lines are rate-limited too";
+  EXPECT_NE(text.find("UTF-8"), std::string::npos) << "and still say what was wrong";
 }
 
 }  // namespace
