@@ -22,6 +22,7 @@ import argparse
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,6 +184,34 @@ def trace(platform, a):
                     *panels], check=True)
 
 
+def trace_cost(platform, a):
+    """What the timeline costs: the same scheduled job with tracing off, on but outside its steps
+    (every chunk still timestamped, nothing kept), and recording every step; repeats interleaved,
+    medians. Small partitions make chunks many, where per-chunk costs would show."""
+    partition = a.trace_partition
+    base = scheduled_env(partition, a.trace_credit)
+    with tempfile.TemporaryDirectory() as out:
+        variants = {
+            "off": base,
+            "on, idle": dict(base, SYNCLINE_TRACE="1", SYNCLINE_TRACE_DIR=out, SYNCLINE_TRACE_START_STEP=10**9,
+                             SYNCLINE_TRACE_END_STEP=10**9),
+            "recording": dict(base, SYNCLINE_TRACE="1", SYNCLINE_TRACE_DIR=out, SYNCLINE_TRACE_START_STEP=0,
+                              SYNCLINE_TRACE_END_STEP=10**9),
+        }
+        for compute in a.compute.split(","):
+            compute_ms = a.compute_ms if a.compute_ms is not None else 0
+            times = {name: [] for name in variants}
+            for r in range(a.repeats):
+                for name, env in variants.items():
+                    times[name].append(step(platform, a, compute, compute_ms, env)[0])
+                log(f"  repeat {r + 1}/{a.repeats}: " + ", ".join(f"{n} {t[-1]:.1f} ms" for n, t in times.items()))
+            med = {n: statistics.median(t) for n, t in times.items()}
+            spread = {n: (max(t) - min(t)) / med[n] for n, t in times.items()}
+            log(f"{compute} compute {compute_ms:.0f} ms, {partition // 1024} KiB partitions: " +
+                "; ".join(f"{n} {med[n]:.1f} ms ({med[n] / med['off']:.3f} x off, spread {spread[n]:.0%})"
+                          for n in variants))
+
+
 def env_label(env):
     if env.get("SYNCLINE_SCHEDULING") == "fifo":
         return "all chunks at once, 1 MiB partitions"
@@ -213,13 +242,20 @@ def main(argv=None):
     p.add_argument("--trace", metavar="DIR", help="instead: trace FIFO and one scheduled point into DIR and draw a step")
     p.add_argument("--trace-partition", type=int, default=256 * 1024)
     p.add_argument("--trace-credit", type=int, default=4, help="in partitions")
+    p.add_argument("--trace-cost", action="store_true",
+                   help="instead: step time with tracing off, on outside its steps, and recording (--trace-partition)")
     a = p.parse_args(argv)
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
     a.servers = a.servers or (2 if cluster else 1)
     a.scale = a.scale or (1 / 16 if cluster else 1 / 32)
     with (Cluster(a) if cluster else Loopback(a)) as platform:
-        trace(platform, a) if a.trace else bench(platform, a)
+        if a.trace_cost:
+            trace_cost(platform, a)
+        elif a.trace:
+            trace(platform, a)
+        else:
+            bench(platform, a)
     return 0
 
 
