@@ -16,6 +16,16 @@ bool WantsAck(const Message& push) {
   const uint32_t flags = push.header.flags();
   return !(flags & proto::FLAG_PULL_AFTER_PUSH) || (flags & proto::FLAG_ACK_PUSH);
 }
+
+// Why a round cannot be taken now, or empty: it is over, or too far ahead.
+std::string RefuseRound(uint64_t number, uint64_t served_below, bool open) {
+  if (number < served_below && !open) return "round " + std::to_string(number) + " is already over";
+  if (number >= served_below + kMaxRoundsAhead)
+    return "round " + std::to_string(number) + " is " + std::to_string(number - served_below) +
+           " rounds beyond the last one every worker finished on this key (the limit is " +
+           std::to_string(kMaxRoundsAhead) + "): a worker is running far ahead of the others, or the round is bogus";
+  return "";
+}
 }  // namespace
 
 Reply ErrorReply(const Message& request, const std::string& why) {
@@ -136,8 +146,8 @@ void KeyStore::Push(const Message& push, int rank, std::vector<Reply>* out) {
 
 void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vector<Reply>* out) {
   const uint64_t number = push.header.round();
-  if (number < key.rounds_served_below && !key.rounds.count(number)) {
-    out->push_back(ErrorReply(push, "round " + std::to_string(number) + " is already over"));
+  if (std::string why = RefuseRound(number, key.rounds_served_below, key.rounds.count(number)); !why.empty()) {
+    out->push_back(ErrorReply(push, why));
     return;
   }
   Round& round = key.rounds[number];
@@ -261,8 +271,8 @@ void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
     return;
   }
   const uint64_t number = pull.header.round();
-  if (number < key->rounds_served_below && !key->rounds.count(number)) {
-    out->push_back(ErrorReply(pull, "round " + std::to_string(number) + " is already over"));
+  if (std::string why = RefuseRound(number, key->rounds_served_below, key->rounds.count(number)); !why.empty()) {
+    out->push_back(ErrorReply(pull, why));
     return;
   }
   Round& round = key->rounds[number];

@@ -117,6 +117,12 @@ class KeyStore {
   std::vector<bool> finished_;           // GUARDED_BY(finished_mu_): by rank
 };
 
+// Sync mode: a push or pull of a round this far or further beyond the rounds
+// every worker has finished on its key is refused. Each open round may hold a
+// buffer of the key's size, so this bounds what one peer running ahead (or
+// sending rounds from far in the future) can make a server keep per key.
+inline constexpr uint64_t kMaxRoundsAhead = 256;
+
 // An ERROR reply to `request` carrying `why`.
 Reply ErrorReply(const Message& request, const std::string& why);
 

@@ -217,6 +217,19 @@ TEST_F(KeyStoreTest, StaleRoundsAreErrors) {
   EXPECT_EQ(ValuesOf<float>(replies[0].message), (std::vector<float>{11}));
 }
 
+TEST_F(KeyStoreTest, RoundsFarAheadAreRefused) {
+  // A peer sending rounds from far in the future (or one worker running far
+  // ahead) cannot make the server open a buffer per round.
+  Make(2);
+  ExpectError(DoPush(Push<float>(kMaxRoundsAhead, 0, {1}), 0), 0, {"rounds beyond", "limit is 256"});
+  ExpectError(DoPull(Pull(1ull << 40, 1), 1), 1, {"rounds beyond"});
+  // The last round within the limit is fine, and the limit moves with the rounds served.
+  EXPECT_EQ(OfOp(DoPush(Push<float>(kMaxRoundsAhead - 1, 0, {1}), 0), proto::ERROR).size(), 0u);
+  DoPush(Push<float>(0, 0, {1}, proto::FLAG_PULL_AFTER_PUSH), 0);
+  DoPush(Push<float>(0, 1, {1}, proto::FLAG_PULL_AFTER_PUSH), 1);  // round 0 served to both
+  EXPECT_EQ(OfOp(DoPush(Push<float>(kMaxRoundsAhead, 1, {1}), 1), proto::ERROR).size(), 0u);
+}
+
 TEST_F(KeyStoreTest, DuplicatePullsDoNotStarveOtherWorkers) {
   // A worker that pulls a round twice (a retry) must not use up another worker's pull.
   Make(2);
