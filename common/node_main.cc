@@ -22,16 +22,14 @@ void SignalWatcher::OnSignal(std::function<void(int)> callback) {
   if (pending != 0 && callback_) callback_(pending);
 }
 
-bool SignalWatcher::Deliver(int signal) {
+void SignalWatcher::Deliver(int signal) {
   std::function<void(int)> callback;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = signal;
     callback = callback_;
   }
-  if (!callback) return false;
-  callback(signal);
-  return true;
+  if (callback) callback(signal);
 }
 
 namespace {
@@ -61,7 +59,7 @@ void InitNodeLogging(Role role, const Settings& settings, const std::vector<std:
   for (const auto& w : warnings) SYNCLINE_LOG_WARN("{}", w);
 }
 
-int RunNodeMain(Role role, const NodeBody& body) {
+int RunNodeMain(Role role, const NodeBody& body, StopSignals stop_signals) {
   KeepFreedMemoryForReuse();
   std::vector<std::string> warnings;
   auto settings = Settings::FromEnvironment(ProcessEnvironment(), &warnings);
@@ -77,18 +75,19 @@ int RunNodeMain(Role role, const NodeBody& body) {
   InitNodeLogging(role, *settings, warnings);
 
   // Block the stop signals in every thread; one thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t stop_signals_set;
+  sigemptyset(&stop_signals_set);
+  sigaddset(&stop_signals_set, SIGINT);
+  sigaddset(&stop_signals_set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals_set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   SignalWatcher watcher;
-  std::thread([&watcher, stop_signals] {
+  std::thread([&watcher, stop_set = stop_signals_set, exit = stop_signals == StopSignals::kExit] {
     int sig = 0;
-    if (sigwait(&stop_signals, &sig) != 0 || watcher.Deliver(sig)) return;
-    // Nobody asked to hear of it: stop as the default action would, rather
-    // than leave the launcher to wait out its grace period and SIGKILL us.
+    if (sigwait(&stop_set, &sig) != 0) return;
+    if (!exit) return watcher.Deliver(sig);
+    // A program with nothing to stop gracefully ends as the default action
+    // would, rather than leave its launcher to wait out the grace period.
     SYNCLINE_LOG_WARN("stopped by signal {}", sig);
     spdlog::default_logger()->flush();
     std::_Exit(128 + sig);

@@ -14,14 +14,12 @@
 namespace syncline {
 
 // Delivers SIGINT/SIGTERM to a callback on a dedicated thread (not in a
-// signal handler), so the callback may lock and log. With no callback set,
-// RunNodeMain ends the process at once (exit status 128 + signal), as the
-// signal's default action would.
+// signal handler), so the callback may lock and log. A signal that arrives
+// before the callback is set is delivered when it is set.
 class SignalWatcher {
  public:
   void OnSignal(std::function<void(int)> callback);
-  // False if no callback was set to take it.
-  bool Deliver(int signal);
+  void Deliver(int signal);
 
  private:
   std::mutex mu_;
@@ -35,7 +33,13 @@ using NodeBody = std::function<Status(const Settings&, SignalWatcher&)>;
 // worker's rank is known) and logs the warnings Settings::FromEnvironment gave.
 void InitNodeLogging(Role role, const Settings& settings, const std::vector<std::string>& warnings);
 
+// What SIGINT/SIGTERM do to a node program.
+enum class StopSignals {
+  kToCallback,  // go to the SignalWatcher callback the body sets (a graceful stop)
+  kExit,        // end the process at once, 128 + signal, as the default action would
+};
+
 // `role`: the role the settings must name (checked), used in log prefixes.
-int RunNodeMain(Role role, const NodeBody& body);
+int RunNodeMain(Role role, const NodeBody& body, StopSignals stop_signals = StopSignals::kToCallback);
 
 }  // namespace syncline

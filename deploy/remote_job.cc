@@ -63,7 +63,7 @@ std::vector<std::string> SshArgv(const std::vector<std::string>& ssh, int port, 
                                  const std::string& remote_command) {
   std::vector<std::string> argv = ssh;
   for (const char* o :
-       {"BatchMode=yes", "StrictHostKeyChecking=accept-new", "ConnectTimeout=15", "ServerAliveInterval=10"}) {
+       {"BatchMode=yes", "ConnectTimeout=15", "ServerAliveInterval=10"}) {
     argv.push_back("-o");
     argv.push_back(o);
   }

@@ -55,8 +55,9 @@ extern const char* const kRemoteWrapper;
 std::string RemoteCommandLine(const std::string& cwd, int grace_s, const std::vector<std::string>& unset,
                               const std::vector<EnvAssignment>& set, const std::vector<std::string>& argv);
 
-// ssh words, then -o BatchMode=yes -o StrictHostKeyChecking=accept-new
-// -o ConnectTimeout=15 -o ServerAliveInterval=10 [-p PORT] -T TARGET COMMAND.
+// ssh words, then -o BatchMode=yes -o ConnectTimeout=15
+// -o ServerAliveInterval=10 [-p PORT] -T TARGET COMMAND (no host-key policy:
+// the user's configuration decides).
 // The user's words come first, so their -o settings win (ssh keeps the first).
 std::vector<std::string> SshArgv(const std::vector<std::string>& ssh, int port, const std::string& target,
                                  const std::string& remote_command);

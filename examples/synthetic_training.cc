@@ -156,5 +156,6 @@ int main(int argc, char** argv) {
   return syncline::RunNodeMain(syncline::Role::kWorker,
                                [&](const syncline::Settings& s, syncline::SignalWatcher&) {
                                  return syncline::example::Train(s, options);
-                               });
+                               },
+                               syncline::StopSignals::kExit);
 }

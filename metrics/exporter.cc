@@ -7,12 +7,70 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "common/logging.h"
 
 namespace syncline {
 namespace {
+
+// Serves connections on a few threads, and lets the library's accept loop
+// take a new connection only when one of a few queue places is free: extra
+// connections wait in the kernel's listen backlog, so a peer opening many
+// idle connections cannot use up this process's file descriptors (the
+// library's own pool queues every accepted socket).
+class BoundedPool final : public httplib::TaskQueue {
+ public:
+  BoundedPool(size_t threads, size_t queue) : capacity_(queue) {
+    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  }
+
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    space_.wait(lock, [this] { return jobs_.size() < capacity_ || shutdown_; });
+    jobs_.push_back(std::move(fn));
+    ready_.notify_one();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+    }
+    ready_.notify_all();
+    space_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [this] { return !jobs_.empty() || shutdown_; });
+        if (jobs_.empty()) return;  // shut down, every queued connection served
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+        space_.notify_one();
+      }
+      job();  // serves one connection, then closes it
+    }
+  }
+
+  const size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable ready_, space_;
+  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
+  bool shutdown_ = false;                   // GUARDED_BY(mu_)
+  std::vector<std::thread> threads_;
+};
 
 // Why host:port cannot be bound, asked of the kernel directly (the HTTP
 // library only says that it failed).
@@ -39,10 +97,15 @@ Result<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const MetricsReg
   auto& http = exporter->http_;
   http = std::make_unique<httplib::Server>();
   // Two scrapes at a time are plenty (the library's default is a pool of 8+
-  // threads); connections close after each answer, so an idle keep-alive
-  // neither holds a thread nor delays the exporter's stop.
-  http->new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // threads); connections close after each answer, and a client that sends
+  // nothing within a second is dropped (a scraper sends its request at once),
+  // so an idle connection neither holds a thread for long nor delays the
+  // exporter's stop.
+  http->new_task_queue = [] { return new BoundedPool(2, 4); };
   http->set_keep_alive_max_count(1);
+  http->set_keep_alive_timeout(1);  // the wait for a request's first byte
+  http->set_read_timeout(1, 0);
+  http->set_write_timeout(1, 0);
   // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a
   // second process binds the same port silently and takes half the scrapes.
   http->set_socket_options([](socket_t sock) {

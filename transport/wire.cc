@@ -11,14 +11,20 @@ namespace {
 
 // protobuf logs an error line of its own for each header whose strings are
 // not UTF-8, straight to stderr: a peer could flood a node's log with them.
-// Its lines go through the rate-limited warning instead. (protobuf's handler
-// is process-wide: this is the one place Syncline sets it, once, before the
-// first header is encoded or decoded.)
+// Its warnings and errors go through the rate-limited warning instead; a
+// fatal message still reaches the handler that was there before, and
+// protobuf aborts after it as always. (protobuf's handler is process-wide:
+// this is the one place Syncline sets it, once, before the first header is
+// encoded or decoded.)
+google::protobuf::LogHandler* previous_protobuf_handler = nullptr;
+
 void RouteProtobufLogs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    google::protobuf::SetLogHandler(
-        [](google::protobuf::LogLevel, const char*, int, const std::string& message) {
+    previous_protobuf_handler = google::protobuf::SetLogHandler(
+        [](google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+          if (level >= google::protobuf::LOGLEVEL_FATAL && previous_protobuf_handler != nullptr)
+            return previous_protobuf_handler(level, file, line, message);
           SYNCLINE_LOG_WARN_LIMITED("protobuf: {}", message);
         });
   });

@@ -38,37 +38,41 @@ Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings, std::un
 Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,
                std::unique_ptr<ChunkScheduler> chunk_scheduler)
     : settings_(settings),
-      push_pulls_done_(RoundsCompleted(metrics_)),
-      push_pulls_failed_(ErrorCounter(metrics_, "push_pull_failed")),
-      unexpected_messages_(ErrorCounter(metrics_, "unexpected_message")),
-      push_pull_seconds_(metrics_.AddHistogram("syncline_push_pull_seconds",
+      push_pulls_done_(RoundsCompleted(*metrics_)),
+      push_pulls_failed_(ErrorCounter(*metrics_, "push_pull_failed")),
+      unexpected_messages_(ErrorCounter(*metrics_, "unexpected_message")),
+      push_pull_seconds_(metrics_->AddHistogram("syncline_push_pull_seconds",
                                                "Time from a push_pull's start until its sum is back (or it failed)",
                                                ExponentialBuckets(1e-4, 4, 10))),
       endpoint_(WrapForSharedMemory(settings_, std::move(endpoint), &shm_)),
       client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address),
       kv_(endpoint_.get(), &client_, settings_.request_timeout_ms,
-          [this](uint64_t bytes) { chunk_scheduler_->Release(bytes); }, metrics_),
+          [this](uint64_t bytes) { chunk_scheduler_->Release(bytes); }, *metrics_),
       chunk_scheduler_(std::move(chunk_scheduler)),
       cuda_(CudaDevicesPresent()) {
   chunk_scheduler_->Start([this](ChunkTask&& chunk) { kv_.Send(std::move(chunk)); });
-  AddProcessMetrics(metrics_);
+  AddProcessMetrics(*metrics_);
   AddSchedulerMetrics();
 }
 
 void Worker::AddSchedulerMetrics() {
   using Series = std::vector<std::pair<MetricLabels, double>>;
-  metrics_.AddCollector("syncline_queued_chunks", "Chunks posted and waiting for the credit to go out",
+  metrics_->AddCollector("syncline_queued_chunks", "Chunks posted and waiting for the credit to go out",
                         [this] { return Series{{{}, double(chunk_scheduler_->load().queued_chunks)}}; });
-  metrics_.AddCollector("syncline_credit_in_use_bytes", "Bytes of pushes sent and not yet acknowledged",
+  metrics_->AddCollector("syncline_credit_in_use_bytes", "Bytes of pushes sent and not yet acknowledged",
                         [this] { return Series{{{}, double(chunk_scheduler_->load().bytes_in_flight)}}; });
-  metrics_.AddCollector("syncline_credit_bytes", "Bytes of pushes allowed in flight (0: unlimited)",
+  metrics_->AddCollector("syncline_credit_bytes", "Bytes of pushes allowed in flight (0: unlimited)",
                         [this] { return Series{{{}, double(chunk_scheduler_->load().credit_bytes)}}; });
 }
 
 Operation::DoneCallback Worker::Measured(Operation::DoneCallback on_done) {
-  return [this, start = std::chrono::steady_clock::now(), on_done = std::move(on_done)](const Status& st) {
-    push_pull_seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    (st.ok() ? push_pulls_done_ : push_pulls_failed_).Add();
+  // Holds the registry, not the worker: the instruments live as long as it.
+  return [registry = metrics_, &seconds = push_pull_seconds_, &done = push_pulls_done_,
+          &failed = push_pulls_failed_, start = std::chrono::steady_clock::now(),
+          on_done = std::move(on_done)](const Status& st) {
+    (void)registry;
+    seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    (st.ok() ? done : failed).Add();
     if (on_done) on_done(st);
   };
 }
@@ -102,7 +106,7 @@ Worker::~Worker() {
 }
 
 Status Worker::Start(const std::string& listen_address) {
-  SYNCLINE_ASSIGN_OR_RETURN(exporter_, MetricsExporter::FromSettings(settings_, &metrics_));
+  SYNCLINE_ASSIGN_OR_RETURN(exporter_, MetricsExporter::FromSettings(settings_, metrics_.get()));
   SYNCLINE_ASSIGN_OR_RETURN(std::string address,
                             endpoint_->Listen(listen_address, [this](Message&& m) { OnMessage(std::move(m)); }));
   client_.SetAbortHandler([this](const Status& st) {
@@ -116,7 +120,7 @@ Status Worker::Start(const std::string& listen_address) {
   const auto servers = client_.NodesOf(proto::SERVER);
   for (const auto& s : servers) SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));
   MarkColocatedPeers(shm_, servers);
-  AddNodeInfo(metrics_, "worker", rank());
+  AddNodeInfo(*metrics_, "worker", rank());
   if (settings_.trace) {
     timeline_ = std::make_unique<Timeline>(Timeline::Options{
         settings_.trace_dir + "/worker-" + std::to_string(rank()) + ".json", rank(), "worker " + std::to_string(rank()),

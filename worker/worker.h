@@ -111,7 +111,7 @@ class Worker {
   ChunkScheduler* chunk_scheduler() { return chunk_scheduler_.get(); }
 
   // What this worker counts (served over HTTP when settings.metrics_port is set).
-  const MetricsRegistry& metrics() const { return metrics_; }
+  const MetricsRegistry& metrics() const { return *metrics_; }
 
   // Traffic through shared memory (zeros when it is off or unused).
   ShmEndpoint::ShmStats shm_stats() const { return shm_ ? shm_->shm_stats() : ShmEndpoint::ShmStats{}; }
@@ -145,7 +145,10 @@ class Worker {
   void AddSchedulerMetrics();
 
   const Settings settings_;
-  MetricsRegistry metrics_;  // before everything that registers in it
+  // Before everything that registers in it. Shared with each push_pull's done
+  // callback, which may run after the worker is gone (a failed push_pull
+  // ends once the transport releases its memory).
+  const std::shared_ptr<MetricsRegistry> metrics_ = std::make_shared<MetricsRegistry>();
   Counter& push_pulls_done_;
   Counter& push_pulls_failed_;
   Counter& unexpected_messages_;

@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
   app.add_flag("--separate-output", options.separate_output,
                "sum into a second buffer and only read the input (what a framework with immutable tensors needs)");
   CLI11_PARSE(app, argc, argv);
-  return syncline::RunNodeMain(syncline::Role::kWorker, [&](const syncline::Settings& s, syncline::SignalWatcher&) {
-    return syncline::bench::Run(s, options);
-  });
+  return syncline::RunNodeMain(
+      syncline::Role::kWorker,
+      [&](const syncline::Settings& s, syncline::SignalWatcher&) { return syncline::bench::Run(s, options); },
+      syncline::StopSignals::kExit);
 }

@@ -85,8 +85,9 @@ def ssh_cluster():
                     assert d.returncode is None, f"sshd in {d.host} exited: {d.output()}"
                 assert time.monotonic() < deadline, "sshd did not start: " + " | ".join(d.output() for d in daemons)
                 time.sleep(0.1)
+            # The test's hosts are new each run: trust their keys on first use (pslaunch sets no policy).
             ssh = (f"ssh -F /dev/null -i {tmp / 'client_key'} -o IdentitiesOnly=yes "
-                   f"-o UserKnownHostsFile={tmp / 'known_hosts'} -p {SSH_PORT}")
+                   f"-o UserKnownHostsFile={tmp / 'known_hosts'} -o StrictHostKeyChecking=accept-new -p {SSH_PORT}")
             yield c, ssh
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -21,7 +21,7 @@ TEST_F(KeyStoreTest, PooledBuffersAreReusedAcrossRounds) {
   for (bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "deterministic" : "arrival order");
     BufferPool pool;
-    KeyStore store(KeyStoreOptions{2, false, deterministic}, &engine_, &pool);
+    KeyStore store(KeyStoreOptions{2, false, deterministic, nullptr, nullptr}, &engine_, &pool);
     std::vector<float> x(1024, 1.0f);
     uint64_t allocations_after_warmup = 0;
     for (uint64_t round = 0; round < 20; ++round) {
@@ -114,7 +114,7 @@ TEST_F(KeyStoreTest, AOneWorkerRoundAnswersWithThePushItself) {
     for (uint32_t average : {0u, static_cast<uint32_t>(proto::FLAG_AVERAGE)}) {
       SCOPED_TRACE(std::string(deterministic ? "deterministic" : "arrival order") + (average ? ", average" : ""));
       BufferPool pool;
-      KeyStore store(KeyStoreOptions{1, false, deterministic}, &engine_, &pool);
+      KeyStore store(KeyStoreOptions{1, false, deterministic, nullptr, nullptr}, &engine_, &pool);
       for (uint64_t round = 0; round < 3; ++round) {
         Message push = Push<float>(round, 0, values, proto::FLAG_PULL_AFTER_PUSH | average);
         push.payloads[0] = page.View(values.size() * sizeof(float));

@@ -391,7 +391,7 @@ TEST_F(KeyStoreTest, KeysAreIndependent) {
 // push are not.
 TEST_F(KeyStoreTest, RoundsAFinishedWorkerNeverPushedAreReported) {
   std::vector<std::tuple<uint64_t, uint64_t, int>> reported;
-  KeyStoreOptions options{3, false, false};
+  KeyStoreOptions options{3, false, false, nullptr, nullptr};
   options.on_orphaned_round = [&](uint64_t key, uint64_t round, int rank) { reported.emplace_back(key, round, rank); };
   store_ = std::make_unique<KeyStore>(options, &engine_, &pool_);
   const std::vector<float> v = {1, 2, 3, 4};
@@ -415,7 +415,7 @@ TEST_F(KeyStoreTest, RoundsAFinishedWorkerNeverPushedAreReported) {
 
 TEST_F(KeyStoreTest, NothingIsReportedWhileEveryWorkerRuns) {
   int reported = 0;
-  KeyStoreOptions options{2, false, false};
+  KeyStoreOptions options{2, false, false, nullptr, nullptr};
   options.on_orphaned_round = [&](uint64_t, uint64_t, int) { ++reported; };
   store_ = std::make_unique<KeyStore>(options, &engine_, &pool_);
   const std::vector<float> v = {1, 2, 3, 4};

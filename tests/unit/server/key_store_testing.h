@@ -83,7 +83,7 @@ inline std::vector<Reply> OfOp(const std::vector<Reply>& replies, proto::Op op) 
 class KeyStoreTest : public ::testing::Test {
  protected:
   void Make(int workers, bool async = false, bool deterministic = false) {
-    store_ = std::make_unique<KeyStore>(KeyStoreOptions{workers, async, deterministic}, &engine_, &pool_);
+    store_ = std::make_unique<KeyStore>(KeyStoreOptions{workers, async, deterministic, nullptr, nullptr}, &engine_, &pool_);
   }
   std::vector<Reply> DoPush(const Message& m, int rank) {
     std::vector<Reply> out;
