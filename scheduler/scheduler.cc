@@ -37,8 +37,9 @@ bool SameSpec(const proto::TensorSpec& a, const proto::TensorSpec& b) {
 
 }  // namespace
 
-Scheduler::Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint)
+Scheduler::Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint, SchedulerLimits limits)
     : settings_(std::move(settings)),
+      limits_(limits),
       rejected_registrations_(ErrorCounter(metrics_, "registration_rejected")),
       unexpected_messages_(ErrorCounter(metrics_, "unexpected_message")),
       foreign_barrier_arrivals_(ErrorCounter(metrics_, "barrier_not_a_member")),
@@ -278,6 +279,13 @@ void Scheduler::OnDeclare(const Message& m) {
     if (!chunks.ok())
       return AbortJob("tensor '" + spec.name() + "' declared by " + Describe(sender) + ": " + chunks.status().message(),
                       sender);
+    if (total_chunks_ + chunks->size() > limits_.max_chunks)
+      return AbortJob("tensor '" + spec.name() + "' declared by " + Describe(sender) + " (" + DescribeSpec(spec) +
+                          ") would bring the job's chunks to " + std::to_string(total_chunks_ + chunks->size()) +
+                          ", over the limit of " + std::to_string(limits_.max_chunks) +
+                          ": use larger partitions (SYNCLINE_PARTITION_BYTES) or fewer tensors",
+                      sender);
+    total_chunks_ += chunks->size();
     t.chunks = std::move(chunks).value();
   } else if (!SameSpec(t.spec, spec)) {
     return AbortJob("mismatched declaration of tensor '" + spec.name() + "': " + Describe(sender) + " declared " +

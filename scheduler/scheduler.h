@@ -23,9 +23,17 @@
 
 namespace syncline {
 
+// What one job may make the scheduler hold, whatever its workers declare.
+struct SchedulerLimits {
+  // Chunks of every declared tensor together (each tensor is also capped at
+  // kMaxChunksPerTensor): about 50 bytes each here and in every worker. 4M
+  // chunks are 4 TiB of tensors at the default 1 MiB partitions.
+  uint64_t max_chunks = uint64_t{1} << 22;
+};
+
 class Scheduler {
  public:
-  Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint);
+  Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint, SchedulerLimits limits = {});
   ~Scheduler();
 
   // OK if the settings give the job a token, or explicitly allow none; the
@@ -74,6 +82,7 @@ class Scheduler {
   void AddMetrics();
 
   const Settings settings_;
+  const SchedulerLimits limits_;
   MetricsRegistry metrics_;  // before everything that registers in it
   Counter& rejected_registrations_;
   Counter& unexpected_messages_;
@@ -88,6 +97,7 @@ class Scheduler {
   std::map<std::pair<int, uint64_t>, std::set<int32_t>> barriers_;  // GUARDED_BY(mu_)
   std::map<std::string, TensorEntry> tensors_;                      // GUARDED_BY(mu_)
   uint32_t next_tensor_id_ = 0;                                     // GUARDED_BY(mu_)
+  uint64_t total_chunks_ = 0;                                       // GUARDED_BY(mu_): of every tensor
   std::unique_ptr<KeyPlacement> placement_;                         // GUARDED_BY(mu_)
   bool shutdown_sent_ = false;                                      // GUARDED_BY(mu_)
   std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes

@@ -356,6 +356,26 @@ TEST_F(SchedulerTest, DeclareGivesEveryWorkerTheSamePlacement) {
   EXPECT_EQ(used, server_ids) << "three chunks on two servers use both";
 }
 
+TEST_F(SchedulerTest, DeclarationsBeyondTheJobsChunkLimitAbortNamingTheTensor) {
+  Settings s = JobSettings(1, 1);
+  StartScheduler(s, SchedulerLimits{/*max_chunks=*/5});
+  Node& w = AddNode("w0", Role::kWorker, s);
+  Node& srv = AddNode("s0", Role::kServer, s);
+  JoinAll({&w, &srv});
+  proto::TensorSpec spec;
+  spec.set_dtype(proto::FLOAT32);
+  spec.set_num_elements(3000);  // 3 chunks of 4096 bytes
+  spec.set_partition_bytes(4096);
+  spec.set_name("a");
+  ASSERT_TRUE(w.client->Declare(spec, Deadline::AfterMs(5000)).ok());
+  spec.set_name("b");  // 6 chunks in all
+  Status st = w.client->Declare(spec, Deadline::AfterMs(5000)).status();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("tensor 'b'"));
+  EXPECT_THAT(st.message(), HasSubstr("over the limit of 5"));
+  EXPECT_EQ(RunResult(5000).code(), StatusCode::kAborted);
+}
+
 TEST_F(SchedulerTest, MismatchedDeclarationAbortsNamingTheTensor) {
   Settings s = JobSettings(2, 1);
   StartScheduler(s);

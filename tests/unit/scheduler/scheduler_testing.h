@@ -59,10 +59,10 @@ class SchedulerTest : public ::testing::Test {
     return s;
   }
 
-  void StartScheduler(const Settings& s) {
+  void StartScheduler(const Settings& s, SchedulerLimits limits = {}) {
     Settings sched = s;
     sched.role = Role::kScheduler;
-    scheduler_ = std::make_unique<Scheduler>(sched, net_.CreateEndpoint());
+    scheduler_ = std::make_unique<Scheduler>(sched, net_.CreateEndpoint(), limits);
     auto address = scheduler_->Listen(kSchedulerAddress);
     ASSERT_TRUE(address.ok()) << address.status().ToString();
     run_ = std::async(std::launch::async, [this] { return scheduler_->Run(); });
