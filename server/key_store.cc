@@ -170,7 +170,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
     round.sum = payload;
   } else if (options_.deterministic) {
     if (round.by_rank.empty()) round.by_rank.resize(options_.num_workers);
-    round.by_rank[rank] = payload;  // keeps the received frame alive, no copy
+    round.by_rank[rank] = ElementAligned(payload, key.dtype);  // the received frame itself, where aligned
   } else if (round.pushes == 0 && payload.writable() &&
              reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(key.dtype) == 0) {
     round.sum = payload;  // the received frame is ours alone: sum into it, no copy
@@ -178,7 +178,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
     round.sum = pool_->Get(key.bytes);
     std::memcpy(round.sum.mutable_data(), payload.data(), key.bytes);
   } else {
-    engine_->SumInto(key.dtype, round.sum.mutable_data(), payload.data(), elements);
+    engine_->SumInto(key.dtype, round.sum.mutable_data(), ElementAligned(payload, key.dtype).data(), elements);
   }
   ++round.pushes;
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
@@ -229,13 +229,21 @@ void KeyStore::Answer(KeyState& key, uint64_t number, Round& round, const Waiter
   }
 }
 
+Buffer KeyStore::ElementAligned(const Buffer& payload, DType dtype) {
+  if (reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(dtype) == 0) return payload;
+  Buffer copy = pool_->Get(payload.size());
+  std::memcpy(copy.mutable_data(), payload.data(), payload.size());
+  return copy;
+}
+
 void KeyStore::PushAsync(KeyState& key, const Message& push, std::vector<Reply>* out) {
   const Buffer& payload = push.payloads.front();
   if (key.value.empty()) {
     key.value = pool_->Get(key.bytes);
     std::memset(key.value.mutable_data(), 0, key.bytes);
   }
-  engine_->SumInto(key.dtype, key.value.mutable_data(), payload.data(), key.bytes / DTypeSize(key.dtype));
+  engine_->SumInto(key.dtype, key.value.mutable_data(), ElementAligned(payload, key.dtype).data(),
+                   key.bytes / DTypeSize(key.dtype));
   if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH) {
     Message reply = ReplyTo(push, proto::PULL_REPLY);

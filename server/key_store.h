@@ -106,6 +106,10 @@ class KeyStore {
   void ReportIfOrphaned(const KeyState& key, uint64_t number, const Round& round);
   // Async mode: a pooled copy of the key's current value (zeros before any push).
   Buffer Snapshot(const KeyState& key);
+  // `payload` itself if it starts at a multiple of the element size, as the
+  // summation kernels require; else a pooled copy. (A transport may hand over
+  // frames at any address: small ones sit back to back in its receive buffer.)
+  Buffer ElementAligned(const Buffer& payload, DType dtype);
 
   const KeyStoreOptions options_;
   SummationEngine* const engine_;
