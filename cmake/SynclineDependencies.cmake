@@ -5,6 +5,8 @@ find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(Protobuf REQUIRED)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+# libsodium: the keys and MACs that bind messages to their senders (control/job_keys.h).
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 # cpp-httplib serves the Prometheus metrics (metrics/exporter.cc).
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
 find_package(TBB REQUIRED)

@@ -23,11 +23,12 @@ std::string Hostname() {
 }  // namespace
 
 SchedulerClient::SchedulerClient(const Settings& settings, Role role, Endpoint* endpoint,
-                                 std::string scheduler_address)
+                                 std::string scheduler_address, KeyRing* keys)
     : settings_(settings),
       role_(role),
       scheduler_address_(scheduler_address.empty() ? settings.SchedulerAddress() : std::move(scheduler_address)),
-      endpoint_(endpoint) {}
+      endpoint_(endpoint),
+      keys_(keys) {}
 
 SchedulerClient::~SchedulerClient() {
   stop_ = true;
@@ -40,12 +41,21 @@ Status SchedulerClient::Join(const std::string& my_address) {
     std::lock_guard<std::mutex> lock(mu_);
     my_address_ = my_address;
   }
+  if (!settings_.job_token.empty() && keys_ == nullptr)
+    return FailedPrecondition("a job with a token needs an authenticated endpoint (control/authenticated_endpoint.h)");
+  if (keys_ != nullptr) {
+    // The token is proven, never sent: the registration and everything after
+    // it carry MACs under a key derived from the token and a fresh nonce.
+    const std::string nonce = RandomBytes(kRegistrationNonceBytes);
+    scheduler_key_ = NodeKey(JobKey(settings_.job_token), nonce);
+    keys_->SetOwnNonce(nonce);
+    keys_->SetPeerKey(kSchedulerPeer, scheduler_key_);
+  }
   SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(kSchedulerPeer, scheduler_address_));
   Message reg = MakeMessage(proto::REGISTER, -1);
   proto::Register* body = reg.header.mutable_register_body();
   body->set_role(role_ == Role::kServer ? proto::SERVER : proto::WORKER);
   body->set_address(my_address);
-  body->set_token(settings_.job_token);
   body->set_requested_rank(role_ == Role::kWorker   ? settings_.worker_rank
                            : role_ == Role::kServer ? settings_.server_rank
                                                     : -1);
@@ -83,7 +93,10 @@ Status SchedulerClient::WaitForJobStart() {
           (reachability == "accepts connections"
                ? ": not every worker and server registered (the scheduler's log names those that did)"
                : ": check that it runs and that SYNCLINE_SCHEDULER_ADDRESS/SYNCLINE_SCHEDULER_PORT (or "
-                 "DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT) name it"));
+                 "DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT) name it") +
+          (keys_ != nullptr ? "; a node whose SYNCLINE_JOB_TOKEN differs from the scheduler's is not heard at all, "
+                              "so check that this node has the job's token"
+                            : ""));
     }
     SYNCLINE_LOG_WARN("no word yet from the scheduler at {}{}; waiting up to {} s more", scheduler_address_, probe,
                       deadline.RemainingMs() / 1000);
@@ -108,7 +121,14 @@ bool SchedulerClient::Handle(const Message& m) {
   last_heard_ = Clock::now();
   switch (h.op()) {
     case proto::ADDRESS_BOOK:
+      if (book_) break;  // the first one counts
+      if (keys_ != nullptr && !InstallPeerKeys(h.address_book())) {
+        lock.unlock();
+        MarkAborted("the address book's keys could not be opened with this node's key");
+        return true;
+      }
       book_ = h.address_book();
+      book_->clear_sealed_keys();
       my_id_ = book_->your_id();
       for (const auto& n : book_->nodes())
         if (n.id() == my_id_) my_rank_ = n.rank();
@@ -195,7 +215,6 @@ void SchedulerClient::Abort(const std::string& reason, int32_t culprit, std::opt
   m.header.mutable_abort()->set_reason(reason);
   m.header.mutable_abort()->set_culprit(culprit);
   if (key) m.header.mutable_abort()->set_key(*key);
-  m.header.mutable_abort()->set_token(settings_.job_token);
   {
     std::lock_guard<std::mutex> lock(mu_);
     m.header.mutable_abort()->set_address(my_address_);
@@ -236,6 +255,20 @@ void SchedulerClient::HeartbeatLoop() {
     (void)Send(MakeMessage(proto::HEARTBEAT, my_id_));
     lock.lock();
   }
+}
+
+bool SchedulerClient::InstallPeerKeys(const proto::AddressBook& book) {
+  auto plain = Open(scheduler_key_, book.sealed_keys());
+  proto::PeerKeys peer_keys;
+  if (!plain.ok() || !peer_keys.ParseFromString(*plain)) return false;
+  for (const proto::PeerKey& k : peer_keys.keys()) {
+    SecretKey key;
+    if (k.key().size() != key.size() || k.peer() == kSchedulerPeer) return false;
+    std::copy(k.key().begin(), k.key().end(), key.begin());
+    keys_->SetPeerKey(k.peer(), key);
+  }
+  keys_->MarkComplete();
+  return true;
 }
 
 void SchedulerClient::MarkAborted(const std::string& reason) {

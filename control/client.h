@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/settings.h"
+#include "control/key_ring.h"
 #include "transport/transport.h"
 
 namespace syncline {
@@ -29,7 +30,11 @@ constexpr PeerId kSchedulerPeer = 0;
 class SchedulerClient {
  public:
   // `scheduler_address`: where the scheduler listens (settings' by default).
-  SchedulerClient(const Settings& settings, Role role, Endpoint* endpoint, std::string scheduler_address = "");
+  // `keys`: the key ring of `endpoint` (an AuthenticatedEndpoint) in a job
+  // with a token, where the client proves the token when it registers and
+  // installs the peers' keys from the address book; null without a token.
+  SchedulerClient(const Settings& settings, Role role, Endpoint* endpoint, std::string scheduler_address = "",
+                  KeyRing* keys = nullptr);
   ~SchedulerClient();
 
   // Registers this node, listening at `my_address`, and waits (up to the
@@ -73,6 +78,8 @@ class SchedulerClient {
   Status WaitForJobStart();
   void HeartbeatLoop();
   void MarkAborted(const std::string& reason);
+  // Installs the peer keys sealed in the address book; false if they cannot be opened.
+  bool InstallPeerKeys(const proto::AddressBook& book);
   Status Send(Message m);
   // Waits on cv_ until `ready` or abort or deadline; lock must hold mu_.
   Status WaitLocked(std::unique_lock<std::mutex>& lock, Deadline deadline, const std::string& what,
@@ -82,6 +89,8 @@ class SchedulerClient {
   const Role role_;
   const std::string scheduler_address_;
   Endpoint* const endpoint_;
+  KeyRing* const keys_;
+  SecretKey scheduler_key_{};  // shared with the scheduler (keys_ set)
   std::atomic<int32_t> my_id_{-1};
   std::atomic<int32_t> my_rank_{-1};
 

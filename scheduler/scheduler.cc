@@ -6,6 +6,7 @@
 #include "common/dtype.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "control/authenticated_endpoint.h"
 #include "metrics/common_metrics.h"
 #include "metrics/process_metrics.h"
 #include "transport/wire.h"
@@ -31,6 +32,14 @@ std::string DescribeSpec(const proto::TensorSpec& s) {
          "] in chunks of " + std::to_string(s.partition_bytes()) + " bytes";
 }
 
+// The scheduler's endpoint: authenticated when the job has a token.
+std::unique_ptr<Endpoint> SchedulerEndpoint(const Settings& settings, std::unique_ptr<Endpoint> inner,
+                                            std::shared_ptr<KeyRing>* keys) {
+  if (settings.job_token.empty()) return inner;
+  *keys = std::make_shared<KeyRing>(JobKey(settings.job_token));
+  return std::make_unique<AuthenticatedEndpoint>(std::move(inner), *keys);
+}
+
 bool SameSpec(const proto::TensorSpec& a, const proto::TensorSpec& b) {
   return a.dtype() == b.dtype() && a.num_elements() == b.num_elements() && a.partition_bytes() == b.partition_bytes();
 }
@@ -43,7 +52,8 @@ Scheduler::Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint, Sche
       rejected_registrations_(ErrorCounter(metrics_, "registration_rejected")),
       unexpected_messages_(ErrorCounter(metrics_, "unexpected_message")),
       foreign_barrier_arrivals_(ErrorCounter(metrics_, "barrier_not_a_member")),
-      endpoint_(std::move(endpoint)) {
+      secret_(RandomKey()),
+      endpoint_(SchedulerEndpoint(settings_, std::move(endpoint), &keys_)) {
   AddMetrics();
 }
 
@@ -131,12 +141,13 @@ void Scheduler::Handle(Message&& m) {
     case proto::DECLARE: return OnDeclare(m);
     case proto::FINISH: return OnFinish(m);
     case proto::ABORT: {
-      // A node may abort before it knows its id: then its token and address say who it is.
+      // A node may abort before it knows its id: then the registration nonce
+      // its proof names says who it is (without a token: its address).
       const proto::Abort& a = m.header.abort();
       int32_t from = nodes_.count(sender) ? sender : -1;
-      if (from < 0 && a.token() == settings_.job_token)
+      if (from < 0 && sender < 0)
         for (const auto& [id, n] : nodes_)
-          if (n.info.address() == a.address()) from = id;
+          if (keys_ ? n.nonce == m.header.auth().nonce() : n.info.address() == a.address()) from = id;
       if (from < 0) break;
       return AbortJob(Describe(from) + " aborted the job: " + a.reason() + (a.has_key() ? TensorOfKey(a.key()) : ""),
                       a.culprit() >= 0 ? a.culprit() : from);
@@ -162,13 +173,18 @@ void Scheduler::OnRegister(const Message& m) {
     SYNCLINE_LOG_WARN_LIMITED("rejecting registration of a {} at {}: {}", proto::Role_Name(r.role()), r.address(), why);
     // One reused peer id for rejected nodes: connecting it again replaces the last one.
     const int32_t temp = -1;
+    if (keys_) keys_->SetPeerKey(temp, NodeKey(JobKey(settings_.job_token), m.header.auth().nonce()));
     if (!endpoint_->Connect(temp, r.address()).ok()) return;
     Message abort = MakeMessage(proto::ABORT, kSchedulerId);
     abort.header.mutable_abort()->set_reason("registration rejected: " + why);
     abort.header.mutable_abort()->set_culprit(-1);
     (void)endpoint_->Send(temp, std::move(abort), Deadline::After(kSendDeadline));
   };
-  if (r.token() != settings_.job_token) return reject("wrong job token");
+  // A job with a token: the endpoint passed only registrations that proved it.
+  const std::string& nonce = m.header.auth().nonce();
+  if (keys_)
+    for (const auto& [id, n] : nodes_)
+      if (n.nonce == nonce) return reject("its registration nonce was used by " + Describe(id));
   if (r.role() != proto::WORKER && r.role() != proto::SERVER) return reject("only workers and servers register");
   if (published_) return reject("the job has already started");
   const size_t limit = r.role() == proto::WORKER ? settings_.num_workers : settings_.num_servers;
@@ -187,7 +203,9 @@ void Scheduler::OnRegister(const Message& m) {
   node.info.set_host_id(r.host_id());
   node.info.set_pid(r.pid());
   node.last_seen = Clock::now();
+  node.nonce = nonce;
   if (Status st = endpoint_->Connect(id, r.address()); !st.ok()) return reject(st.message());
+  if (keys_) keys_->SetPeerKey(id, NodeKey(JobKey(settings_.job_token), nonce));
   nodes_[id] = node;
   SYNCLINE_LOG_INFO("registered {} at {} as node {} ({} of {} workers, {} of {} servers)",
                     proto::Role_Name(r.role()), r.address(), id, CountRole(proto::WORKER), settings_.num_workers,
@@ -235,10 +253,23 @@ void Scheduler::AssignRanksAndPublish() {
     Message m = MakeMessage(proto::ADDRESS_BOOK, kSchedulerId);
     *m.header.mutable_address_book() = book;
     m.header.mutable_address_book()->set_your_id(id);
+    if (keys_) m.header.mutable_address_book()->set_sealed_keys(SealedPeerKeys(id));
     SendTo(id, std::move(m));
   }
   SYNCLINE_LOG_INFO("all {} workers and {} servers registered; address book sent", settings_.num_workers,
                     settings_.num_servers);
+}
+
+std::string Scheduler::SealedPeerKeys(int32_t id) const {
+  proto::PeerKeys keys;
+  for (const auto& [peer, n] : nodes_) {
+    if (peer == id) continue;
+    const SecretKey key = PairKey(secret_, id, peer);
+    proto::PeerKey* k = keys.add_keys();
+    k->set_peer(peer);
+    k->set_key(std::string(key.begin(), key.end()));
+  }
+  return Seal(NodeKey(JobKey(settings_.job_token), nodes_.at(id).nonce), keys.SerializeAsString());
 }
 
 void Scheduler::OnBarrier(const Message& m) {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common/settings.h"
+#include "control/key_ring.h"
 #include "metrics/exporter.h"
 #include "metrics/registry.h"
 #include "scheduler/placement.h"
@@ -58,6 +59,7 @@ class Scheduler {
     proto::NodeInfo info;
     Clock::time_point last_seen;
     bool finished = false;
+    std::string nonce;  // its registration nonce (a job with a token)
   };
   struct TensorEntry {
     proto::TensorSpec spec;
@@ -72,6 +74,8 @@ class Scheduler {
   void OnDeclare(const Message& m);
   void OnFinish(const Message& m);
   void AssignRanksAndPublish();
+  // The keys node `id` shares with every other node, sealed for it.
+  std::string SealedPeerKeys(int32_t id) const;
   void CheckHeartbeats();
   void AbortJob(const std::string& reason, int32_t culprit);
   void SendTo(int32_t id, Message m);
@@ -87,6 +91,10 @@ class Scheduler {
   Counter& rejected_registrations_;
   Counter& unexpected_messages_;
   Counter& foreign_barrier_arrivals_;
+  // A job with a token: the scheduler's random secret (pair keys), and the
+  // key ring of its AuthenticatedEndpoint; null without a token.
+  const SecretKey secret_;
+  std::shared_ptr<KeyRing> keys_;
   std::unique_ptr<Endpoint> endpoint_;
   std::mutex mu_;
   std::condition_variable done_cv_;

@@ -36,9 +36,9 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
                std::string scheduler_address)
     : settings_(std::move(settings)),
       instruments_(metrics_),
-      endpoint_(WrapForSharedMemory(settings_, std::move(endpoint), &shm_)),
+      endpoint_(Authenticated(settings_.job_token, WrapForSharedMemory(settings_, std::move(endpoint), &shm_), &keys_)),
       listen_address_(std::move(listen_address)),
-      client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address)),
+      client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address), keys_),
       engine_(settings_.sum_threads),
       store_(KeyStoreOptions{settings_.num_workers, settings_.async, settings_.deterministic,
                              [this](uint64_t key, uint64_t round, int rank) { OnOrphanedRound(key, round, rank); },

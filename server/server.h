@@ -14,6 +14,7 @@
 
 #include "common/buffer.h"
 #include "common/settings.h"
+#include "control/authenticated_endpoint.h"
 #include "control/client.h"
 #include "metrics/common_metrics.h"
 #include "metrics/exporter.h"
@@ -68,6 +69,7 @@ class Server {
   MetricsRegistry metrics_;
   Instruments instruments_;
   ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
+  KeyRing* keys_ = nullptr;     // the endpoint's key ring, in a job with a token
   std::unique_ptr<Endpoint> endpoint_;
   const std::string listen_address_;
   SchedulerClient client_;

@@ -34,6 +34,9 @@ struct EndpointStats {
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
   uint64_t messages_rejected = 0;  // malformed on receipt, dropped with a logged reason
+  // Well-formed but not proven to come from the node it names (a job with a
+  // token: control/authenticated_endpoint.h); also counted as rejected.
+  uint64_t messages_unauthenticated = 0;
   uint64_t payload_bytes_sent = 0;
   uint64_t payload_bytes_received = 0;
 };

@@ -31,6 +31,7 @@
 #include "common/dtype.h"
 #include "common/settings.h"
 #include "common/timeline.h"
+#include "control/authenticated_endpoint.h"
 #include "control/client.h"
 #include "metrics/exporter.h"
 #include "metrics/registry.h"
@@ -154,6 +155,7 @@ class Worker {
   Counter& unexpected_messages_;
   Histogram& push_pull_seconds_;
   ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
+  KeyRing* keys_ = nullptr;     // the endpoint's key ring, in a job with a token
   std::unique_ptr<Endpoint> endpoint_;
   SchedulerClient client_;
   std::unique_ptr<Timeline> timeline_;  // set in Start, before any push_pull

@@ -27,7 +27,6 @@ uint64_t SmallOrAny(FuzzedDataProvider& in, uint64_t small) {
 int32_t SmallId(FuzzedDataProvider& in) {
   return in.ConsumeBool() ? in.ConsumeIntegralInRange<int32_t>(-1, 6) : in.ConsumeIntegral<int32_t>();
 }
-std::string Token(FuzzedDataProvider& in) { return in.ConsumeBool() ? kToken : in.ConsumeRandomLengthString(24); }
 proto::Role AnyRole(FuzzedDataProvider& in) { return static_cast<proto::Role>(in.ConsumeIntegralInRange(0, 4)); }
 proto::DType AnyDType(FuzzedDataProvider& in) { return static_cast<proto::DType>(in.ConsumeIntegralInRange(0, 5)); }
 
@@ -45,7 +44,6 @@ void FillBody(FuzzedDataProvider& in, proto::Header& h) {
       auto* r = h.mutable_register_body();
       r->set_role(AnyRole(in));
       r->set_address("fuzz://" + in.ConsumeRandomLengthString(12));
-      r->set_token(Token(in));
       r->set_requested_rank(SmallId(in));
       r->set_hostname(in.ConsumeRandomLengthString(12));
       r->set_host_id(in.ConsumeRandomLengthString(12));
@@ -75,7 +73,6 @@ void FillBody(FuzzedDataProvider& in, proto::Header& h) {
       auto* a = h.mutable_abort();
       a->set_reason(in.ConsumeRandomLengthString(40));
       a->set_culprit(SmallId(in));
-      if (in.ConsumeBool()) a->set_token(Token(in));
       if (in.ConsumeBool()) a->set_address("fuzz://" + in.ConsumeRandomLengthString(8));
       if (in.ConsumeBool()) a->set_key(SmallOrAny(in, 8));
       break;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/authenticated_endpoint.h"
 #include "control/client.h"
 #include "scheduler/scheduler.h"
 #include "transport/loopback/loopback_network.h"
@@ -71,9 +72,10 @@ class SchedulerTest : public ::testing::Test {
   Node& AddNode(const std::string& name, Role role, Settings s) {
     auto node = std::make_unique<Node>();
     node->address = "loop://" + name;
-    node->endpoint = net_.CreateEndpoint();
+    KeyRing* keys = nullptr;
+    node->endpoint = Authenticated(s.job_token, net_.CreateEndpoint(), &keys);
     s.role = role;
-    node->client = std::make_unique<SchedulerClient>(s, role, node->endpoint.get(), kSchedulerAddress);
+    node->client = std::make_unique<SchedulerClient>(s, role, node->endpoint.get(), kSchedulerAddress, keys);
     SchedulerClient* client = node->client.get();
     auto listening = node->endpoint->Listen(node->address, [client](Message&& m) { client->Handle(m); });
     EXPECT_TRUE(listening.ok()) << listening.status().ToString();

@@ -93,10 +93,11 @@ class ServerTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       auto w = std::make_unique<FakeWorker>();
       w->address = "loop://worker-" + std::to_string(i);
-      w->endpoint = net_.CreateEndpoint();
+      KeyRing* keys = nullptr;
+      w->endpoint = Authenticated(settings_.job_token, net_.CreateEndpoint(), &keys);
       Settings ws = settings_;
       ws.worker_rank = i;
-      w->client = std::make_unique<SchedulerClient>(ws, Role::kWorker, w->endpoint.get(), kSchedulerAddress);
+      w->client = std::make_unique<SchedulerClient>(ws, Role::kWorker, w->endpoint.get(), kSchedulerAddress, keys);
       FakeWorker* raw = w.get();
       ASSERT_TRUE(w->endpoint
                       ->Listen(w->address,
@@ -212,6 +213,35 @@ TEST_F(ServerTest, TrafficFromStrangersIsIgnored) {
   EXPECT_EQ(got.load(), 0);
   EXPECT_EQ(workers_[0]->NumReplies(), 1u);
   stranger->Close();
+}
+
+TEST_F(ServerTest, ForgedPushesInAWorkersNameAreDroppedAndTheSumsStayExact) {
+  // A process that never joined pushes into key 9 as worker 0: unsigned,
+  // signed with a key of its own, and as a replay of worker 0's real push.
+  auto forger = net_.CreateEndpoint();
+  ASSERT_TRUE(forger->Listen("loop://forger", [](Message&&) {}).ok());
+  ASSERT_TRUE(forger->Connect(server_id_, kServerAddress).ok());
+  ASSERT_TRUE(forger->Send(server_id_, PushOf(9, 0, id(0), {100}, 1), Deadline::AfterMs(1000)).ok());
+  KeyRing own;
+  own.SetPeerKey(server_id_, RandomKey());
+  Message signed_forgery = PushOf(9, 0, id(0), {1000}, 2);
+  ASSERT_TRUE(own.Sign(server_id_, &signed_forgery.header).ok());
+  ASSERT_TRUE(forger->Send(server_id_, std::move(signed_forgery), Deadline::AfterMs(1000)).ok());
+  auto* worker0 = dynamic_cast<AuthenticatedEndpoint*>(workers_[0]->endpoint.get());
+  ASSERT_NE(worker0, nullptr);
+  Message real = PushOf(9, 0, id(0), {1}, 3);
+  ASSERT_TRUE(worker0->keys().Sign(server_id_, &real.header).ok());
+  ASSERT_TRUE(forger->Send(server_id_, real, Deadline::AfterMs(1000)).ok());  // the first copy counts
+  ASSERT_TRUE(forger->Send(server_id_, real, Deadline::AfterMs(1000)).ok());  // its replay does not
+  ASSERT_TRUE(Send(1, PushOf(9, 0, id(1), {2}, 4)).ok());
+  ASSERT_TRUE(workers_[1]->WaitForReplies(1));
+  EXPECT_EQ(Floats(workers_[1]->Reply(0)), (std::vector<float>{3})) << "a forged push was summed";
+  // Round 1 goes on normally from both workers.
+  ASSERT_TRUE(Send(0, PushOf(9, 1, id(0), {5}, 5)).ok());
+  ASSERT_TRUE(Send(1, PushOf(9, 1, id(1), {6}, 6)).ok());
+  ASSERT_TRUE(workers_[1]->WaitForReplies(2));
+  EXPECT_EQ(Floats(workers_[1]->Reply(1)), (std::vector<float>{11}));
+  forger->Close();
 }
 
 TEST_F(ServerTest, ManyKeysConcurrentlyFromBothWorkers) {

@@ -1,0 +1,100 @@
+#include "control/authenticated_endpoint.h"
+
+#include "common/log_limiter.h"
+#include "common/logging.h"
+#include "transport/wire.h"
+
+namespace syncline {
+
+AuthenticatedEndpoint::AuthenticatedEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<KeyRing> keys)
+    : inner_(std::move(inner)), keys_(std::move(keys)) {}
+
+Result<std::string> AuthenticatedEndpoint::Listen(const std::string& address, Receiver receiver) {
+  receiver_ = std::move(receiver);
+  return inner_->Listen(address, [this](Message&& m) { OnReceive(std::move(m)); });
+}
+
+Status AuthenticatedEndpoint::Connect(PeerId peer, const std::string& address) {
+  return inner_->Connect(peer, address);
+}
+
+Status AuthenticatedEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
+  SYNCLINE_RETURN_IF_ERROR(keys_->Sign(peer, &message.header));
+  return inner_->Send(peer, std::move(message), deadline);
+}
+
+void AuthenticatedEndpoint::Close() {
+  inner_->Close();
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  held_.clear();  // releases the payloads' senders (shared memory slots)
+  held_bytes_ = 0;
+}
+
+EndpointStats AuthenticatedEndpoint::stats() const {
+  EndpointStats s = inner_->stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  s.messages_unauthenticated += unauthenticated_;
+  s.messages_rejected += unauthenticated_;
+  s.messages_received -= std::min(s.messages_received, unauthenticated_);
+  return s;
+}
+
+void AuthenticatedEndpoint::OnReceive(Message&& m) {
+  Admit(std::move(m));
+  RetryHeld();
+}
+
+void AuthenticatedEndpoint::Admit(Message&& m) {
+  std::string why;
+  switch (keys_->Verify(&m.header, &why)) {
+    case KeyRing::Verdict::kAccepted: receiver_(std::move(m)); return;
+    case KeyRing::Verdict::kRejected: return Drop(m, why);
+    case KeyRing::Verdict::kUnknownSender: break;
+  }
+  const uint64_t bytes = PayloadBytes(m);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  if (held_.size() >= kMaxHeldMessages || held_bytes_ + bytes > kMaxHeldBytes) {
+    ++unauthenticated_;
+    SYNCLINE_LOG_WARN_LIMITED("dropping {} from node {}: {}, and {} messages ({} bytes) from unknown senders wait already",
+                              proto::Op_Name(m.header.op()), m.header.sender(), why, held_.size(), held_bytes_);
+    return;
+  }
+  held_bytes_ += bytes;
+  held_.push_back(std::move(m));
+}
+
+void AuthenticatedEndpoint::RetryHeld() {
+  std::deque<Message> retry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t version = keys_->version();
+    if (held_.empty() || version == held_version_) return;
+    held_version_ = version;
+    retry.swap(held_);
+    held_bytes_ = 0;
+  }
+  // In arrival order; one still without a key goes back to be held.
+  for (Message& m : retry) Admit(std::move(m));
+}
+
+void AuthenticatedEndpoint::Drop(const Message& m, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++unauthenticated_;
+  }
+  SYNCLINE_LOG_WARN_LIMITED("dropping {} that claims to come from node {}: {}", proto::Op_Name(m.header.op()),
+                            m.header.sender(), why);
+}
+
+std::unique_ptr<Endpoint> Authenticated(const std::string& job_token, std::unique_ptr<Endpoint> inner,
+                                        KeyRing** keys) {
+  *keys = nullptr;
+  if (job_token.empty()) return inner;
+  auto ring = std::make_shared<KeyRing>();
+  *keys = ring.get();
+  return std::make_unique<AuthenticatedEndpoint>(std::move(inner), std::move(ring));
+}
+
+}  // namespace syncline

@@ -1,0 +1,68 @@
+// AuthenticatedEndpoint: the Endpoint of every node of a job with a token. A
+// forwarding wrapper around any backend (tcp, ipc, ucx, shared memory) that
+// signs each outgoing message with the key its receiver shares with this node
+// and hands the Receiver only messages whose proof checks out (KeyRing): a
+// forged, altered or replayed message is dropped, counted in stats() and
+// logged at a limited rate, never acted on.
+//
+// Between registering and reading its address book a node knows only the
+// scheduler's key, while a peer that read its book first may already send to
+// it. Such messages from unknown senders are held (bounded) and checked again
+// once the keys arrive; after that (KeyRing::MarkComplete) an unknown sender
+// is refused at once.
+//
+// Thread-safety: as the wrapped endpoint; the Receiver is called from the
+// wrapped endpoint's receiving thread(s), never with a lock held.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "control/key_ring.h"
+#include "transport/transport.h"
+
+namespace syncline {
+
+class AuthenticatedEndpoint : public Endpoint {
+ public:
+  // Messages and payload bytes from unknown senders held at most.
+  static constexpr size_t kMaxHeldMessages = 4096;
+  static constexpr uint64_t kMaxHeldBytes = uint64_t{256} << 20;
+
+  AuthenticatedEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<KeyRing> keys);
+
+  Result<std::string> Listen(const std::string& address, Receiver receiver) override;
+  Status Connect(PeerId peer, const std::string& address) override;
+  Status Send(PeerId peer, Message message, Deadline deadline) override;
+  void Close() override;
+  EndpointStats stats() const override;
+
+  KeyRing& keys() { return *keys_; }
+
+ private:
+  void OnReceive(Message&& m);
+  // Checks `m`: delivers it, holds it, or drops it with a logged reason.
+  void Admit(Message&& m);
+  // Checks the held messages again once keys were added.
+  void RetryHeld();
+  void Drop(const Message& m, const std::string& why);
+
+  std::unique_ptr<Endpoint> inner_;
+  std::shared_ptr<KeyRing> keys_;
+  Receiver receiver_;
+  mutable std::mutex mu_;
+  std::deque<Message> held_;       // GUARDED_BY(mu_)
+  uint64_t held_bytes_ = 0;        // GUARDED_BY(mu_)
+  uint64_t held_version_ = 0;      // GUARDED_BY(mu_): the key ring's version when held_ was last checked
+  uint64_t unauthenticated_ = 0;   // GUARDED_BY(mu_)
+  bool closed_ = false;            // GUARDED_BY(mu_)
+};
+
+// The endpoint a node of a job uses: `inner` itself when the settings give no
+// token (SYNCLINE_ALLOW_NO_TOKEN), else `inner` wrapped in an
+// AuthenticatedEndpoint; `*keys` is its key ring (null without a token).
+std::unique_ptr<Endpoint> Authenticated(const std::string& job_token, std::unique_ptr<Endpoint> inner,
+                                        KeyRing** keys);
+
+}  // namespace syncline

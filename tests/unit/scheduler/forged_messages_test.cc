@@ -1,0 +1,148 @@
+// The attacks of issue 14 against the control plane, by a process that never
+// joined (or holds another token): each forged message is dropped and the job
+// goes on, or ends for its real cause. Nodes are threads of this test over the
+// loopback network; the forger is a plain endpoint on the same network.
+#include "scheduler/scheduler.h"
+
+#include "tests/unit/scheduler/scheduler_testing.h"
+#include "transport/wire.h"
+
+namespace syncline {
+namespace {
+
+using namespace scheduler_testing;
+
+class ForgedMessagesTest : public SchedulerTest {
+ protected:
+  // A 2-worker, 1-server job that has started, and a forger connected to
+  // the scheduler (peer 0) and to every node (by its node id).
+  void SetUpJob() {
+    Settings s = JobSettings(2, 1);
+    StartScheduler(s);
+    w0_ = &AddNode("w0", Role::kWorker, s);
+    w1_ = &AddNode("w1", Role::kWorker, s);
+    srv_ = &AddNode("s0", Role::kServer, s);
+    JoinAll({w0_, w1_, srv_});
+    forger_ = net_.CreateEndpoint();
+    ASSERT_TRUE(forger_->Listen("loop://forger", [](Message&&) {}).ok());
+    ASSERT_TRUE(forger_->Connect(0, kSchedulerAddress).ok());
+    for (Node* n : {w0_, w1_, srv_}) ASSERT_TRUE(forger_->Connect(n->client->my_id(), n->address).ok());
+  }
+  // Sends `m` from the forger, unsigned or signed with a key of its own
+  // (a guessed token gives it one).
+  void Forge(int32_t to, Message m, bool sign_with_own_key) {
+    if (sign_with_own_key) {
+      KeyRing own;
+      own.SetPeerKey(to, NodeKey(JobKey("guessed"), std::string(kRegistrationNonceBytes, 'x')));
+      ASSERT_TRUE(own.Sign(to, &m.header).ok());
+    }
+    ASSERT_TRUE(forger_->Send(to, std::move(m), Deadline::AfterMs(1000)).ok());
+  }
+  void TearDown() override {
+    if (forger_) forger_->Close();
+    SchedulerTest::TearDown();
+  }
+
+  Node* w0_ = nullptr;
+  Node* w1_ = nullptr;
+  Node* srv_ = nullptr;
+  std::unique_ptr<Endpoint> forger_;
+};
+
+TEST_F(ForgedMessagesTest, ForgedAbortsInEitherDirectionDoNotEndTheJob) {
+  SetUpJob();
+  for (bool sign : {false, true}) {
+    // To the scheduler, in a worker's name (blaming it) and with an empty reason.
+    Message blame = MakeMessage(proto::ABORT, w0_->client->my_id());
+    blame.header.mutable_abort()->set_reason("forged");
+    blame.header.mutable_abort()->set_culprit(w1_->client->my_id());
+    Forge(0, blame, sign);
+    Message empty = MakeMessage(proto::ABORT, w1_->client->my_id());
+    empty.header.mutable_abort()->set_culprit(-1);
+    Forge(0, empty, sign);
+    // Before an id: the registration nonce of no one.
+    Message early = MakeMessage(proto::ABORT, -1);
+    early.header.mutable_abort()->set_reason("forged early");
+    early.header.mutable_abort()->set_address(w0_->address);
+    Forge(0, early, sign);
+    // To a worker and the server, in the scheduler's name (and with no sender field at all).
+    Message from_scheduler = MakeMessage(proto::ABORT, 0);
+    from_scheduler.header.mutable_abort()->set_reason("forged by the scheduler");
+    Forge(w0_->client->my_id(), from_scheduler, sign);
+    from_scheduler.header.clear_sender();
+    Forge(srv_->client->my_id(), from_scheduler, sign);
+  }
+  EXPECT_FALSE(Ready(run_, 300)) << "a forged abort ended the job";
+  for (Node* n : {w0_, w1_, srv_}) EXPECT_TRUE(n->client->health().ok()) << n->address;
+  // The real ones still work.
+  w1_->client->Abort("real reason");
+  Status st = RunResult();
+  EXPECT_THAT(st.message(), HasSubstr("real reason"));
+}
+
+TEST_F(ForgedMessagesTest, ForgedShutdownAndWorkerFinishedAreIgnoredByTheServer) {
+  SetUpJob();
+  bool worker_finished = false;
+  srv_->client->SetWorkerFinishedHandler([&](int) { worker_finished = true; });
+  for (bool sign : {false, true}) {
+    Forge(srv_->client->my_id(), MakeMessage(proto::SHUTDOWN, 0), sign);
+    Message finished = MakeMessage(proto::WORKER_FINISHED, 0);
+    finished.header.mutable_worker_finished()->set_rank(0);
+    Forge(srv_->client->my_id(), finished, sign);
+  }
+  // A shutdown the server took would end this wait at once.
+  Status st = srv_->client->WaitForShutdown(Deadline::AfterMs(300));
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_FALSE(worker_finished);
+  auto* auth = dynamic_cast<AuthenticatedEndpoint*>(srv_->endpoint.get());
+  ASSERT_NE(auth, nullptr);
+  EXPECT_EQ(auth->stats().messages_unauthenticated, 4u);
+}
+
+TEST_F(ForgedMessagesTest, ForgedHeartbeatsDoNotKeepAFrozenNodeAlive) {
+  SetUpJob();
+  const int32_t frozen = w1_->client->my_id();
+  net_.Isolate("loop://w1");  // w1 stops: it sends and hears nothing
+  const auto start = Clock::now();
+  // The forger keeps sending heartbeats in w1's name.
+  while (!Ready(run_, 20) && Clock::now() - start < Millis(kHeartbeatTimeoutMs * 5)) {
+    Forge(0, MakeMessage(proto::HEARTBEAT, frozen), false);
+    Forge(0, MakeMessage(proto::HEARTBEAT, frozen), true);
+  }
+  Status st = RunResult(1000);
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("loop://w1"));
+  EXPECT_THAT(st.message(), HasSubstr("presumed dead"));
+}
+
+TEST_F(ForgedMessagesTest, ForgedRegistrationsDoNotTakeASlot) {
+  Settings s = JobSettings(1, 1);
+  StartScheduler(s);
+  auto forger = net_.CreateEndpoint();
+  ASSERT_TRUE(forger->Listen("loop://forger", [](Message&&) {}).ok());
+  ASSERT_TRUE(forger->Connect(0, kSchedulerAddress).ok());
+  for (int i = 0; i < 3; ++i) {
+    Message reg = MakeMessage(proto::REGISTER, -1);
+    reg.header.mutable_register_body()->set_role(proto::WORKER);
+    reg.header.mutable_register_body()->set_address("loop://forger");
+    reg.header.mutable_register_body()->set_requested_rank(0);
+    if (i > 0) {  // with a guessed token's key, then a replay of that
+      KeyRing own;
+      own.SetOwnNonce(std::string(kRegistrationNonceBytes, 'f'));
+      own.SetPeerKey(0, NodeKey(JobKey("guessed"), std::string(kRegistrationNonceBytes, 'f')));
+      ASSERT_TRUE(own.Sign(0, &reg.header).ok());
+    }
+    ASSERT_TRUE(forger->Send(0, reg, Deadline::AfterMs(1000)).ok());
+  }
+  Node& w = AddNode("w0", Role::kWorker, s);
+  Node& srv = AddNode("s0", Role::kServer, s);
+  JoinAll({&w, &srv});
+  EXPECT_EQ(w.client->my_rank(), 0) << "the forged registration took rank 0";
+  auto workers = w.client->NodesOf(proto::WORKER);
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].address(), "loop://w0");
+  forger->Close();
+}
+
+}  // namespace
+}  // namespace syncline
