@@ -117,6 +117,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc", "ucx"})},
       {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},
       {"SYNCLINE_ALLOW_NO_TOKEN", {}, Boolean(&Settings::allow_no_token)},
+      {"SYNCLINE_ENCRYPT", {}, Boolean(&Settings::encrypt)},
       {"SYNCLINE_SHM", {}, Boolean(&Settings::shm)},
       {"SYNCLINE_SHM_BYTES", {}, Integer(&Settings::shm_bytes, 1 << 20, 1ll << 40)},
       {"SYNCLINE_PARTITION_BYTES", {{"BYTEPS_PARTITION_BYTES", 1}},
@@ -225,6 +226,11 @@ Status Settings::Validate() const {
                            std::to_string(trace_start_step) + ")");
   if (scheduler_host.empty()) return InvalidArgument("scheduler host is empty");
   if (host.empty()) return InvalidArgument("host is empty");
+  if (encrypt && job_token.empty())
+    return InvalidArgument("SYNCLINE_ENCRYPT=1 needs a job token (SYNCLINE_JOB_TOKEN): the scheduler's key derives from it");
+  if (encrypt && transport == "ucx")
+    return InvalidArgument("SYNCLINE_ENCRYPT=1 works on the tcp and ipc transports; UCX traffic is not encrypted "
+                           "(use SYNCLINE_TRANSPORT=tcp, or turn encryption off on a sealed RDMA network)");
   return Status::Ok();
 }
 

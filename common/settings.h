@@ -67,13 +67,21 @@ struct Settings {
   // peer a node sends to); memory is committed as it is first used. A
   // payload that does not fit goes through the socket.
   uint64_t shm_bytes = 256ull << 20;
-  // SYNCLINE_JOB_TOKEN. Shared secret a node must present to join the job.
-  // pslaunch generates one per local job. A scheduler refuses to run without
-  // one unless allow_no_token says so.
+  // SYNCLINE_JOB_TOKEN. Shared secret a node must hold to join the job: it
+  // proves it without sending it, and every message is then bound to its
+  // sender (docs/security.md). pslaunch generates one per local job. A
+  // scheduler refuses to run without one unless allow_no_token says so.
   std::string job_token;
   // SYNCLINE_ALLOW_NO_TOKEN. Lets a scheduler run with no job token, so that
-  // any process that reaches its port may join (a trusted, closed network).
+  // any process that reaches its port may join and no message is
+  // authenticated (a trusted, closed network).
   bool allow_no_token = false;
+  // SYNCLINE_ENCRYPT. Encrypts all traffic with ZeroMQ's CURVE (tcp and ipc;
+  // needs the job token, from which the scheduler's key derives). Payloads
+  // through shared memory stay on the machine, unencrypted; the UCX
+  // transport is not encrypted and refuses this. Default off: it costs
+  // goodput (docs/benchmarks.md), and sealed networks may not need it.
+  bool encrypt = false;
   // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
   // chunks of at most this many bytes, each pushed/pulled independently and
   // placed on a server. Smaller: more overlap and better balance, more

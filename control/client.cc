@@ -7,6 +7,7 @@
 #include "common/host_identity.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "transport/factory.h"
 #include "transport/reachability.h"
 #include "transport/wire.h"
 
@@ -51,7 +52,10 @@ Status SchedulerClient::Join(const std::string& my_address) {
     keys_->SetOwnNonce(nonce);
     keys_->SetPeerKey(kSchedulerPeer, scheduler_key_);
   }
-  SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(kSchedulerPeer, scheduler_address_));
+  // Encrypted: the scheduler's CURVE key derives from the token.
+  SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(
+      kSchedulerPeer, settings_.encrypt ? WithCurveKey(scheduler_address_, SchedulerCurvePublicKey(JobKey(settings_.job_token)))
+                                        : scheduler_address_));
   Message reg = MakeMessage(proto::REGISTER, -1);
   proto::Register* body = reg.header.mutable_register_body();
   body->set_role(role_ == Role::kServer ? proto::SERVER : proto::WORKER);
@@ -94,8 +98,8 @@ Status SchedulerClient::WaitForJobStart() {
                ? ": not every worker and server registered (the scheduler's log names those that did)"
                : ": check that it runs and that SYNCLINE_SCHEDULER_ADDRESS/SYNCLINE_SCHEDULER_PORT (or "
                  "DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT) name it") +
-          (keys_ != nullptr ? "; a node whose SYNCLINE_JOB_TOKEN differs from the scheduler's is not heard at all, "
-                              "so check that this node has the job's token"
+          (keys_ != nullptr ? "; a node whose SYNCLINE_JOB_TOKEN (or SYNCLINE_ENCRYPT) differs from the "
+                              "scheduler's is not heard at all, so check that this node has the job's settings"
                             : ""));
     }
     SYNCLINE_LOG_WARN("no word yet from the scheduler at {}{}; waiting up to {} s more", scheduler_address_, probe,

@@ -47,6 +47,19 @@ SecretKey PairKey(const SecretKey& scheduler_secret, int32_t a, int32_t b) {
   return Hash(&scheduler_secret, AsBytes(lo), AsBytes(hi));
 }
 
+std::string SchedulerCurveSecretKey(const SecretKey& job_key) {
+  const SecretKey secret = Hash(&job_key, "curve scheduler\n", "");
+  return std::string(secret.begin(), secret.end());
+}
+
+std::string SchedulerCurvePublicKey(const SecretKey& job_key) {
+  const std::string secret = SchedulerCurveSecretKey(job_key);
+  std::string pub(crypto_scalarmult_BYTES, '\0');
+  crypto_scalarmult_base(reinterpret_cast<unsigned char*>(pub.data()),
+                         reinterpret_cast<const unsigned char*>(secret.data()));
+  return pub;
+}
+
 std::string RandomBytes(size_t n) {
   EnsureSodium();
   std::string out(n, '\0');

@@ -10,6 +10,8 @@
 //   pair key     = BLAKE2b_{scheduler secret}(a | b)          nodes a and b (random secret
 //                                                             of the scheduler: no token
 //                                                             holder can compute it)
+//   CURVE secret = BLAKE2b_{job key}("curve scheduler")       the scheduler's ZeroMQ CURVE
+//                                                             key (SYNCLINE_ENCRYPT)
 //
 // docs/security.md says what this protects and what it does not.
 #pragma once
@@ -34,6 +36,11 @@ SecretKey JobKey(std::string_view token);
 SecretKey NodeKey(const SecretKey& job_key, std::string_view nonce);
 // The key nodes `a` and `b` share, from the scheduler's random secret.
 SecretKey PairKey(const SecretKey& scheduler_secret, int32_t a, int32_t b);
+
+// The scheduler's CURVE key pair (SYNCLINE_ENCRYPT), 32 raw bytes each,
+// derived from the job key: nodes know its public key before they join.
+std::string SchedulerCurveSecretKey(const SecretKey& job_key);
+std::string SchedulerCurvePublicKey(const SecretKey& job_key);
 
 // Random bytes from the OS (libsodium's randombytes).
 std::string RandomBytes(size_t n);

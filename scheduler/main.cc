@@ -3,6 +3,7 @@
 
 #include "common/logging.h"
 #include "common/node_main.h"
+#include "control/job_keys.h"
 #include "scheduler/scheduler.h"
 #include "transport/factory.h"
 
@@ -20,7 +21,9 @@ int main() {
                                                               syncline::SignalWatcher& signals) -> syncline::Status {
     if (auto st = syncline::Scheduler::CheckJobToken(s); !st.ok()) return st.WithContext("scheduler");
     // Listens on ZeroMQ TCP whatever the data plane; reaches ucx:// nodes over UCX.
-    auto endpoint = syncline::CreateEndpoint("tcp");
+    syncline::TransportSecurity security{s.encrypt, ""};
+    if (s.encrypt) security.curve_secret_key = syncline::SchedulerCurveSecretKey(syncline::JobKey(s.job_token));
+    auto endpoint = syncline::CreateEndpoint("tcp", security);
     if (!endpoint.ok()) return endpoint.status().WithContext("scheduler");
     syncline::Scheduler scheduler(s, std::move(endpoint).value());
     auto address = scheduler.Listen("tcp://" + BindHost(s.scheduler_host) + ":" + std::to_string(s.scheduler_port));

@@ -16,8 +16,16 @@ namespace syncline {
 namespace {
 
 // The backend for an address scheme.
-Result<std::unique_ptr<Endpoint>> CreateBackend(const std::string& scheme) {
-  if (scheme == "tcp" || scheme == "ipc") return CreateZmqEndpoint();
+Result<std::unique_ptr<Endpoint>> CreateBackend(const std::string& scheme, const TransportSecurity& security) {
+  if (scheme == "tcp" || scheme == "ipc") {
+    ZmqOptions options;
+    options.curve = security.encrypt;
+    options.curve_secret_key = security.curve_secret_key;
+    return CreateZmqEndpoint(options);
+  }
+  if (scheme == "ucx" && security.encrypt)
+    return InvalidArgument("the UCX transport is not encrypted: a peer at a ucx:// address cannot be reached with "
+                           "SYNCLINE_ENCRYPT=1");
   if (scheme == "ucx") {
 #if SYNCLINE_HAVE_UCX
     return CreateUcxEndpoint();
@@ -34,11 +42,12 @@ std::string BackendKey(const std::string& scheme) { return scheme == "ipc" ? "tc
 
 }  // namespace
 
-Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport) {
+Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport, const TransportSecurity& security) {
   // Start the listening backend now, so a transport that cannot work here
   // (UCX without a usable device) fails at once with its reason.
-  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> listening, CreateBackend(transport));
-  return std::unique_ptr<Endpoint>(new MultiEndpoint(&CreateBackend, &BackendKey, std::move(listening), transport));
+  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> listening, CreateBackend(transport, security));
+  auto make = [security](const std::string& scheme) { return CreateBackend(scheme, security); };
+  return std::unique_ptr<Endpoint>(new MultiEndpoint(make, &BackendKey, std::move(listening), transport));
 }
 
 Result<std::string> ListenAddress(const std::string& transport, const std::string& host, int port) {

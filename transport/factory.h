@@ -10,10 +10,22 @@
 
 namespace syncline {
 
+// Encryption of a node's traffic (Settings::encrypt).
+struct TransportSecurity {
+  bool encrypt = false;
+  // 32 raw bytes: the CURVE secret key to listen with (the scheduler's,
+  // derived from the job token); empty: a random one.
+  std::string curve_secret_key;
+};
+
 // An endpoint that listens with `transport`'s backend (started at once, so a
 // transport that cannot work here fails now) and can connect to addresses of
-// every backend this build has (see MultiEndpoint).
-Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport);
+// every backend this build has (see MultiEndpoint). With `security.encrypt`
+// only the ZeroMQ backends (tcp, ipc) are available, encrypted with CURVE.
+Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport, const TransportSecurity& security = {});
+// The address to Connect to for an encrypted ZeroMQ endpoint at `address`
+// whose CURVE public key (32 raw bytes) is `public_key`.
+std::string WithCurveKey(const std::string& address, const std::string& public_key);
 // Where a node using `transport` should listen: "tcp://host:port" or
 // "ucx://host:port" (port 0 = any), or a fresh ipc:// path unique to this process.
 Result<std::string> ListenAddress(const std::string& transport, const std::string& host, int port);

@@ -24,6 +24,25 @@ def test_many_rounds_every_dtype_exact(transport):
     assert len(set(digests(out))) == 1, out  # every worker pulled the same bits
 
 
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
+def test_encrypted_job_is_exact(transport):
+    """SYNCLINE_ENCRYPT=1: every connection under ZeroMQ's CURVE, sums as exact as without."""
+    env = {**transport_env(transport), "SYNCLINE_ENCRYPT": 1, "SYNCLINE_PARTITION_BYTES": 65536}
+    code, out = run_pslaunch(3, 2, [EXAMPLE, "--rounds", "30", "--quiet", "--tensors", ALL_DTYPES_SMALL_TO_MEDIUM],
+                             env=env)
+    assert code == 0, out
+    assert out.count("done: 30 rounds") == 3, out
+    assert len(set(digests(out))) == 1, out
+    assert "|curve:" in out, out  # the nodes' addresses carry their CURVE keys
+
+
+def test_encryption_over_ucx_is_refused_with_the_reason():
+    code, out = run_pslaunch(2, 1, [EXAMPLE, "--rounds", "1"],
+                             env={"SYNCLINE_TRANSPORT": "ucx", "SYNCLINE_ENCRYPT": 1}, timeout=120)
+    assert code != 0, out
+    assert "UCX traffic is not encrypted" in out, out
+
+
 @pytest.mark.parametrize("transport", ["default", "ucx-tcp", "ucx-sm"])
 def test_64mib_tensors_of_every_dtype(transport):
     tensors = "fp32:16777216,fp16:33554432,bf16:33554432,fp64:8388608"  # 64 MiB each

@@ -22,18 +22,52 @@ std::string BindSpelling(const std::string& address) {
   return address;
 }
 
+constexpr char kCurveMark[] = "|curve:";
+constexpr size_t kZ85KeyChars = 40;
+
+std::string Z85(const std::string& raw) {
+  char text[kZ85KeyChars + 1] = {};
+  zmq_z85_encode(text, reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+  return text;
+}
+
+// Splits "address|curve:KEY" into the address ZeroMQ connects to and the key.
+std::pair<std::string, std::string> SplitCurveKey(const std::string& address) {
+  const size_t mark = address.rfind(kCurveMark);
+  if (mark == std::string::npos) return {address, ""};
+  return {address.substr(0, mark), address.substr(mark + sizeof(kCurveMark) - 1)};
+}
+
 class ZmqEndpoint : public Endpoint {
  public:
   explicit ZmqEndpoint(const ZmqOptions& options) : options_(options), context_(options.io_threads) {
     context_.set(zmq::ctxopt::blocky, false);  // sockets closing never wait for unsent data
+    if (options_.curve) {
+      char pub[kZ85KeyChars + 1] = {}, sec[kZ85KeyChars + 1] = {};
+      if (options_.curve_secret_key.size() == 32) {
+        std::string encoded = Z85(options_.curve_secret_key);
+        std::copy(encoded.begin(), encoded.end(), sec);
+        curve_ok_ = zmq_curve_public(pub, sec) == 0;
+      } else {
+        curve_ok_ = options_.curve_secret_key.empty() && zmq_curve_keypair(pub, sec) == 0;
+      }
+      curve_public_ = pub;
+      curve_secret_ = sec;
+    }
   }
   ~ZmqEndpoint() override { Close(); }
 
   Result<std::string> Listen(const std::string& address, Receiver receiver) override {
     if (address.rfind("tcp://", 0) != 0 && address.rfind("ipc://", 0) != 0)
       return InvalidArgument("zmq address must start with tcp:// or ipc://: " + address);
+    if (options_.curve && !curve_ok_)
+      return Unavailable("cannot encrypt: this libzmq has no CURVE support, or the CURVE secret key is not 32 bytes");
     router_ = zmq::socket_t(context_, zmq::socket_type::router);
     router_.set(zmq::sockopt::linger, 0);
+    if (options_.curve) {
+      router_.set(zmq::sockopt::curve_server, true);
+      router_.set(zmq::sockopt::curve_secretkey, curve_secret_);
+    }
     router_.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
     router_.set(zmq::sockopt::rcvhwm, 0);
     try {
@@ -46,16 +80,27 @@ class ZmqEndpoint : public Endpoint {
     address_ = router_.get(zmq::sockopt::last_endpoint);
     receiver_ = std::move(receiver);
     thread_ = std::thread([this] { Run(); });
-    return address_;
+    return options_.curve ? address_ + kCurveMark + curve_public_ : address_;
   }
 
   Status Connect(PeerId peer, const std::string& address) override {
+    auto [where, server_key] = SplitCurveKey(address);
+    if (options_.curve && server_key.size() != kZ85KeyChars)
+      return InvalidArgument("cannot connect to " + address + " encrypted: the address carries no CURVE key (is "
+                             "SYNCLINE_ENCRYPT=1 set on every node?)");
+    if (!options_.curve && !server_key.empty())
+      return InvalidArgument("the peer at " + where + " encrypts its traffic: set SYNCLINE_ENCRYPT=1 on every node");
     auto p = std::make_shared<Peer>();
     try {
       p->socket = zmq::socket_t(context_, zmq::socket_type::dealer);
       p->socket.set(zmq::sockopt::linger, 0);
       p->socket.set(zmq::sockopt::sndhwm, options_.send_queue_messages);
-      p->socket.connect(address);
+      if (options_.curve) {
+        p->socket.set(zmq::sockopt::curve_serverkey, server_key);
+        p->socket.set(zmq::sockopt::curve_publickey, curve_public_);
+        p->socket.set(zmq::sockopt::curve_secretkey, curve_secret_);
+      }
+      p->socket.connect(where);
     } catch (const zmq::error_t& e) {
       return Unavailable("cannot connect to " + address + ": " + e.what());
     }
@@ -166,6 +211,8 @@ class ZmqEndpoint : public Endpoint {
   }
 
   const ZmqOptions options_;
+  bool curve_ok_ = false;
+  std::string curve_public_, curve_secret_;  // Z85 text (options_.curve)
   zmq::context_t context_;
   zmq::socket_t router_;  // used by the I/O thread only (after Listen)
   std::string address_;
@@ -179,6 +226,10 @@ class ZmqEndpoint : public Endpoint {
 };
 
 }  // namespace
+
+std::string WithCurveKey(const std::string& address, const std::string& public_key) {
+  return address + kCurveMark + Z85(public_key);
+}
 
 std::unique_ptr<Endpoint> CreateZmqEndpoint(const ZmqOptions& options) {
   return std::make_unique<ZmqEndpoint>(options);

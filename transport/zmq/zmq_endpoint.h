@@ -3,9 +3,15 @@
 // Payload frames are zero-copy both ways: sends reference the caller's
 // Buffers until ZeroMQ has written them, and received frames become Buffers
 // that keep the ZeroMQ message alive.
+//
+// With `curve` on, every connection is encrypted and authenticated by
+// ZeroMQ's CURVE: the ROUTER is a CURVE server, and the address Listen
+// returns carries its public key ("tcp://host:port|curve:<Z85 key>"), which
+// a peer's Connect needs (transport/factory.h: WithCurveKey).
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "transport/transport.h"
 
@@ -20,6 +26,12 @@ struct ZmqOptions {
   // Messages larger than this are refused by the receiving socket before
   // they are buffered (guards against garbage claiming huge frames).
   int64_t max_message_bytes = int64_t{1} << 34;
+  // Encrypt every connection with CURVE.
+  bool curve = false;
+  // The endpoint's CURVE secret key, 32 raw bytes; empty: a fresh random
+  // pair (a scheduler passes one derived from the job token, so that nodes
+  // know its public key before they join).
+  std::string curve_secret_key;
 };
 
 std::unique_ptr<Endpoint> CreateZmqEndpoint(const ZmqOptions& options = {});

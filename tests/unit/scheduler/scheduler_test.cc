@@ -181,7 +181,7 @@ TEST_F(SchedulerTest, WrongJobTokenIsNotHeardAndDoesNotCount) {
   ASSERT_TRUE(Ready(join, 5000));
   Status st = join.get();
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
-  EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_JOB_TOKEN differs"));
+  EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_JOB_TOKEN (or SYNCLINE_ENCRYPT) differs"));
 
   // The real worker still gets the one worker slot.
   Node& w = AddNode("w0", Role::kWorker, s);
