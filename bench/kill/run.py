@@ -6,9 +6,9 @@ and signal, and how often the errors named the victim.
 
     bench/kill/run.py [--trials 100] [--seed 1] [--build build] [--keep DIR]
 
-Trial i uses seed SEED+i; `--seeds S ...` replays chosen trials (the seed is printed with each).
-Launcher and signal alternate trial by trial so that each gets half; the rest of each plan
-(victim, moment) is the seed's. The trial logic is tests/integration/kill_harness.py, shared
+Trial i uses seed SEED+i; `--seeds S ...` replays chosen trials (the seed is printed with each,
+here and by the CI test). Launcher and signal cycle with the seed, so each pair gets a quarter
+of the trials; victim and moment are drawn from the seed. The trial logic is tests/integration/kill_harness.py, shared
 with the CI test. Exit status 1 if any trial hung or failed a check.
 """
 import argparse
@@ -22,16 +22,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 import kill_harness as kh  # noqa: E402
 
-LAUNCHERS = ["pslaunch", "one-by-one"]
-SIGNALS = ["SIGKILL", "SIGSTOP"]
-
 
 def print_summary(results):
     print("\nseconds from the signal to each survivor's exit (under pslaunch, pslaunch stops the others "
           "once one fails):")
     print("| launcher | victim | signal | survivor | exits | median | p90 | max |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
-    for launcher in LAUNCHERS:
+    for launcher in kh.LAUNCHERS:
         rows = kh.summary_rows([r for r in results if r.plan.launcher == launcher])
         for (victim, sig, role), (n, med, p90, worst) in rows.items():
             print(f"| {launcher} | {victim} | {sig} | {role} | {n} | {med:.2f} | {p90:.2f} | {worst:.2f} |")
@@ -58,7 +55,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1, help="seed of the first trial")
-    ap.add_argument("--seeds", type=int, nargs="*", help="replay these seeds (their own launcher and signal)")
+    ap.add_argument("--seeds", type=int, nargs="*", help="replay these seeds")
     ap.add_argument("--build", type=Path, default=ROOT / "build")
     ap.add_argument("--keep", type=Path, help="keep every trial's output under this directory")
     args = ap.parse_args()
@@ -66,10 +63,7 @@ def main():
     for b in ("pslaunch", "syncline-scheduler", "syncline-server", "syncline-example-training"):
         if not (bin_dir / b).exists():
             sys.exit(f"{bin_dir / b} is missing: build it first")
-    if args.seeds:
-        plans = [kh.plan_trial(s) for s in args.seeds]
-    else:
-        plans = [kh.plan_trial(args.seed + i, LAUNCHERS[i % 2], SIGNALS[(i // 2) % 2]) for i in range(args.trials)]
+    plans = [kh.plan_trial(s) for s in (args.seeds or range(args.seed, args.seed + args.trials))]
     results, failed = [], 0
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kill-bench-") as tmp:

@@ -33,6 +33,8 @@ SETTINGS = dict(SYNCLINE_HEARTBEAT_INTERVAL_MS=100, SYNCLINE_HEARTBEAT_TIMEOUT_M
 # Startup timeout (a victim that never registered), then pslaunch's 5 s grace for a frozen
 # victim that ignores SIGTERM, then slack for a loaded machine. Past this, a survivor is hung.
 DEADLINE_S = STARTUP_TIMEOUT_MS / 1000 + 5 + 10
+LAUNCHERS = ["pslaunch", "one-by-one"]
+SIGNALS = ["SIGKILL", "SIGSTOP"]
 NAMES = ["scheduler"] + [f"server {i}" for i in range(SERVERS)] + [f"worker {r}" for r in range(WORKERS)]
 
 
@@ -69,13 +71,13 @@ class Plan:
         return f"seed {self.seed}: {self.launcher}, {self.sig} {self.victim} at {when}"
 
 
-def plan_trial(seed, launcher=None, sig=None):
-    """The trial of `seed`; launcher and signal may be fixed by the caller (still seeded otherwise)."""
+def plan_trial(seed):
+    """The trial of `seed`. Launcher and signal cycle with the seed, so any 4 consecutive seeds
+    cover the four pairs; the rest comes from random.Random(seed)."""
     rng = random.Random(seed)
-    plan = Plan(seed=seed, launcher=rng.choice(["pslaunch", "one-by-one"]), victim=rng.choice(NAMES),
-                sig=rng.choice(["SIGKILL", "SIGSTOP"]), moment=rng.choices(["startup", "training", "end"], [1, 3, 1])[0],
+    plan = Plan(seed=seed, launcher=LAUNCHERS[seed % 2], victim=rng.choice(NAMES), sig=SIGNALS[(seed // 2) % 2],
+                moment=rng.choices(["startup", "training", "end"], [1, 3, 1])[0],
                 delay_s=0.0, at_round=0, start_gaps=[rng.uniform(0, 0.08) for _ in NAMES])
-    plan.launcher, plan.sig = launcher or plan.launcher, sig or plan.sig
     # Moments in rounds, not seconds, so that a slow or busy machine still hits the phase planned.
     if plan.moment == "startup":
         plan.delay_s = rng.uniform(0, 0.25)   # pslaunch registers in ~20 ms; one-by-one starts take ~0.2 s
@@ -195,7 +197,7 @@ def _error_lines(text):
             if "[error]" in line or "[warn" in line or line.startswith("pslaunch:") or "abort" in line]
 
 
-def _names(text, patterns):
+def error_names(text, patterns):
     return any(p in line for line in _error_lines(text) for p in patterns)
 
 
@@ -342,9 +344,9 @@ def run_trial(plan, bin_dir, work_dir, poll_s=0.01):
     result.output = {n: text(n) for n in names}
     patterns = _naming_patterns(plan.victim, ports)
     for n in result.exit_s:
-        result.named[n] = _names(result.output.get(n, ""), patterns)
-    if plan.launcher == "pslaunch":
-        result.named["job"] = _names(logs["pslaunch"].read(), patterns)
+        result.named[n] = error_names(result.output.get(n, ""), patterns)
+    if plan.launcher == "pslaunch":  # the victim's own lines do not count
+        result.named["job"] = error_names("\n".join(t for n, t in result.output.items() if n != plan.victim), patterns)
     return result
 
 
