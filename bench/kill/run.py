@@ -12,6 +12,7 @@ of the trials; victim and moment are drawn from the seed. The trial logic is tes
 with the CI test. Exit status 1 if any trial hung or failed a check.
 """
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -23,13 +24,30 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 import kill_harness as kh  # noqa: E402
 
 
+def percentile(values, q):
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def summary_rows(results):
+    """(victim role, signal, survivor role) -> (count, median, p90, max) seconds to exit."""
+    groups = {}
+    for r in results:
+        for n, t in r.exit_s.items():
+            if t is not None:
+                groups.setdefault((kh.role_of(r.plan.victim), r.plan.sig, kh.role_of(n)), []).append(t)
+    return {k: (len(v), statistics.median(v), percentile(v, 0.9), max(v)) for k, v in sorted(groups.items())}
+
+
 def print_summary(results):
     print("\nseconds from the signal to each survivor's exit (under pslaunch, pslaunch stops the others "
           "once one fails):")
     print("| launcher | victim | signal | survivor | exits | median | p90 | max |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
     for launcher in kh.LAUNCHERS:
-        rows = kh.summary_rows([r for r in results if r.plan.launcher == launcher])
+        rows = summary_rows([r for r in results if r.plan.launcher == launcher])
         for (victim, sig, role), (n, med, p90, worst) in rows.items():
             print(f"| {launcher} | {victim} | {sig} | {role} | {n} | {med:.2f} | {p90:.2f} | {worst:.2f} |")
     phases = Counter(r.phase for r in results)
@@ -74,8 +92,10 @@ def main():
             bad = kh.problems(r)
             failed += bool(bad)
             slowest = max((t for t in r.exit_s.values() if t is not None), default=0)
+            gap = kh.known_gap(r) and kh.failed(r) and not kh.victim_named(r)
             print(f"[{i + 1}/{len(plans)}] {plan.describe()}: {r.phase}, all out in {slowest:.2f} s"
-                  + (" (victim unnamed: never registered)" if kh.known_gap(r) else "")
+                  + (" (victim unnamed: never registered)" if gap else "")
+                  + (" (pslaunch waits for the frozen worker; the job finished)" if r.waits_for_frozen_worker else "")
                   + ("".join(f"\n    PROBLEM: {b}" for b in bad)), flush=True)
     print(f"\n{len(results)} trials in {time.monotonic() - started:.0f} s; {failed} with problems")
     print_summary(results)

@@ -6,7 +6,7 @@ bench/kill/run.py (100 trials and a summary); it needs nothing but the standard 
 Contract of a trial (`run_trial(plan_trial(seed), ...)`):
 - Everything random comes from random.Random(seed): the same seed replays the same plan
   (launcher, victim, signal, moment, start gaps); only the machine's timing differs.
-- Every other process must exit within `deadline_s` of the signal; one still running then is
+- Every other process must exit within DEADLINE_S of the signal; one still running then is
   a hang. Everything the trial started is SIGKILLed (process groups) before it returns.
 - `problems(result)` lists what the trial got wrong: a hang; a survivor that exited 0 although
   its work was not complete (a worker that printed no "done:", a scheduler, server or pslaunch
@@ -17,7 +17,6 @@ import random
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ def clean_env(**extra):
     return env
 
 
-def role_of(name):
+def role_of(name):  # "worker 1" -> "worker"
     return name.split()[0]
 
 
@@ -95,47 +94,47 @@ class Log:
         self.path, self.offset, self.text = Path(path), 0, ""
 
     def read(self):
-        try:
+        if self.path.exists():
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
                 chunk = f.read()
-        except FileNotFoundError:
-            return self.text
-        self.offset += len(chunk)
-        self.text += chunk.decode(errors="replace")
+            self.offset += len(chunk)
+            self.text += chunk.decode(errors="replace")
         return self.text
+
+
+def _proc_stat(pid):
+    """(state letter, start time in clock ticks) of a pid, or None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields[0], int(fields[19])
 
 
 class Proc:
     """One process of the job: a child of ours (Popen) or of pslaunch (a pid we may only watch)."""
 
-    def __init__(self, name, popen=None, pid=None):
-        self.name, self.popen = name, popen
+    def __init__(self, popen=None, pid=None):
+        self.popen = popen
         self.pid = popen.pid if popen else pid
-        self.start_ticks = None if popen else _start_ticks(pid)
+        self.stat = None if popen else _proc_stat(pid)
         self.code = None  # exit code, when known (our own children only)
 
     def alive(self):
         if self.popen:
             self.code = self.popen.poll()
             return self.code is None
-        try:  # a zombie has exited; a different start time means the pid was reused
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return False
-        fields = stat[stat.rindex(")") + 2:].split()
-        return fields[0] != "Z" and int(fields[19]) == self.start_ticks
+        # A zombie has exited; a different start time means the pid was reused.
+        now = _proc_stat(self.pid)
+        return now is not None and self.stat is not None and now[0] != "Z" and now[1] == self.stat[1]
 
     def signal_group(self, sig):
         try:
             os.killpg(self.pid, sig)  # every process here leads its own group
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def _start_ticks(pid):
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2:].split()[19])
 
 
 def pslaunch_children(pid):
@@ -171,7 +170,6 @@ class Result:
     # pslaunch waits for a worker frozen after the job finished (every other process exited 0):
     # a launcher cannot tell that from a script still at work after shutdown (saving, evaluating).
     waits_for_frozen_worker: bool = False
-    wall_s: float = 0.0
 
     @property
     def hung(self):
@@ -179,35 +177,41 @@ class Result:
 
 
 def _naming_patterns(victim, ports):
-    """What an error must contain to name the victim (from the real messages): the scheduler's
-    Describe ("worker 1 (node 4 at ...)", "server 0 (node ...)"), a server's address, a client's
-    "scheduler at ADDRESS", or pslaunch's verdict on the victim itself."""
+    """Regular expressions, one of which an error line must match to name the victim (from the
+    real messages): the scheduler's Describe ("worker 1 (node 4 at ...)"), a server's address, a
+    client's "scheduler at ADDRESS", or pslaunch's verdict on the victim itself (killed, or a
+    service frozen after the job finished: "server 0 still running 5 s after the workers finished")."""
+    launcher = rf"pslaunch: {victim} (killed by signal|still running .* after the workers finished)"
     if victim == "scheduler":
-        return [f"scheduler at tcp://127.0.0.1:{ports['scheduler']}", f"scheduler at 127.0.0.1:{ports['scheduler']}",
-                "pslaunch: scheduler killed by signal"]
-    out = [f"{victim} (node", f"pslaunch: {victim} killed by signal"]
+        return [rf"scheduler at (tcp://)?127\.0\.0\.1:{ports['scheduler']}\b", launcher]
+    out = [re.escape(f"{victim} (node"), launcher]
     if victim in ports:
-        out.append(f"127.0.0.1:{ports[victim]}")
+        out.append(rf"127\.0\.0\.1:{ports[victim]}\b")
     return out
 
 
-def _error_lines(text):
-    """Lines that report a failure (so an address printed at startup is not taken for a name)."""
-    return [line for line in text.splitlines()
-            if "[error]" in line or "[warn" in line or line.startswith("pslaunch:") or "abort" in line]
-
-
 def error_names(text, patterns):
-    return any(p in line for line in _error_lines(text) for p in patterns)
+    """Whether a line reporting a failure matches a pattern (only those: an address printed at startup is no name)."""
+    lines = [ln for ln in text.splitlines() if "[error]" in ln or "[warn" in ln or ln.startswith("pslaunch:")]
+    return any(re.search(p, line) for line in lines for p in patterns)
 
 
-def _split_pslaunch_output(text):
-    """pslaunch's merged output -> {name: lines of that process}, pslaunch's own notices as "pslaunch"."""
-    out = {name: [] for name in NAMES + ["pslaunch"]}
-    for line in text.splitlines():
-        m = re.match(r"\[(scheduler|server \d+|worker \d+)\] ", line)
-        out[m.group(1) if m else "pslaunch"].append(line[m.end():] if m else line)
-    return {name: "\n".join(lines) for name, lines in out.items()}
+class PslaunchLog(Log):
+    """pslaunch's merged output, split as it grows into each process's lines (by their
+    "[worker 1] " prefix); pslaunch's own notices go to "pslaunch"."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.parsed, self.by_name = 0, {name: "" for name in NAMES + ["pslaunch"]}
+
+    def of(self, name):
+        text = self.read()
+        end = text.rfind("\n") + 1  # whole lines only
+        for line in text[self.parsed:end].splitlines():
+            m = re.match(r"\[(scheduler|server \d+|worker \d+)\] ", line)
+            self.by_name[m.group(1) if m else "pslaunch"] += (line[m.end():] if m else line) + "\n"
+        self.parsed = end
+        return self.by_name.get(name, "")
 
 
 def run_trial(plan, bin_dir, work_dir, poll_s=0.01):
@@ -216,7 +220,6 @@ def run_trial(plan, bin_dir, work_dir, poll_s=0.01):
     work_dir.mkdir(parents=True, exist_ok=True)
     ports = {"scheduler": free_port()}
     procs, logs, files = {}, {}, []
-    started_at = time.monotonic()
     base = dict(SYNCLINE_NUM_WORKERS=WORKERS, SYNCLINE_NUM_SERVERS=SERVERS, **SETTINGS)
     worker_argv = [str(bin_dir / "syncline-example-training"), "--rounds", str(ROUNDS), "--tensors", TENSORS]
     result = Result(plan)
@@ -239,12 +242,12 @@ def run_trial(plan, bin_dir, work_dir, poll_s=0.01):
             env.update(SYNCLINE_WORKER_RANK=name.split()[1])
             argv = worker_argv
         path = work_dir / f"{name.replace(' ', '_')}.log"
-        procs[name] = Proc(name, popen=spawn(argv, path, clean_env(**env)))
+        procs[name] = Proc(popen=spawn(argv, path, clean_env(**env)))
         logs[name] = Log(path)
 
     def text(name):
         if plan.launcher == "pslaunch":
-            return _split_pslaunch_output(logs["pslaunch"].read()).get(name, "")
+            return logs["pslaunch"].of(name)
         return logs[name].read() if name in logs else ""
 
     try:
@@ -253,15 +256,15 @@ def run_trial(plan, bin_dir, work_dir, poll_s=0.01):
             argv = [str(bin_dir / "pslaunch"), "--workers", str(WORKERS), "--servers", str(SERVERS),
                     "--port", str(ports["scheduler"]), "--", *worker_argv]
             path = work_dir / "pslaunch.log"
-            procs["pslaunch"] = Proc("pslaunch", popen=spawn(argv, path, clean_env(**base)))
-            logs["pslaunch"] = Log(path)
+            procs["pslaunch"] = Proc(popen=spawn(argv, path, clean_env(**base)))
+            logs["pslaunch"] = PslaunchLog(path)
             until = time.monotonic() + 10
             while time.monotonic() < until and len(children := pslaunch_children(procs["pslaunch"].pid)) < len(NAMES):
                 time.sleep(0.002)
             for name, pid in children.items():
-                procs[name] = Proc(name, pid=pid)
+                procs[name] = Proc(pid=pid)
         else:
-            t = started_at
+            t = time.monotonic()
             for name, gap in zip(NAMES, plan.start_gaps):
                 t += gap
                 pending.append((t, name))
@@ -322,8 +325,7 @@ def run_trial(plan, bin_dir, work_dir, poll_s=0.01):
         for n in procs:
             if n != plan.victim and not (n == "pslaunch" and result.waits_for_frozen_worker):
                 result.exit_s.setdefault(n, None)
-        if not result.published:
-            result.published = "address book sent" in text("scheduler")
+        result.published = result.published or "address book sent" in text("scheduler")
     finally:
         for p in procs.values():
             if p.popen or p.alive():
@@ -336,7 +338,6 @@ def run_trial(plan, bin_dir, work_dir, poll_s=0.01):
                     pass
         for f in files:
             f.close()
-    result.wall_s = time.monotonic() - started_at
     for n, p in procs.items():
         if p.popen and n != plan.victim and result.exit_s.get(n) is not None:
             result.codes[n] = p.code
@@ -394,20 +395,3 @@ def victim_named(result):
     if result.plan.launcher == "pslaunch":
         return bool(result.named.get("job"))
     return all(result.named.get(n) for n in failed(result))
-
-
-def percentile(values, q):
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
-
-def summary_rows(results):
-    """(victim role, signal, survivor role) -> (count, median, p90, max) seconds to exit."""
-    groups = {}
-    for r in results:
-        for n, t in r.exit_s.items():
-            if t is not None:
-                groups.setdefault((role_of(r.plan.victim), r.plan.sig, role_of(n)), []).append(t)
-    return {k: (len(v), statistics.median(v), percentile(v, 0.9), max(v)) for k, v in sorted(groups.items())}

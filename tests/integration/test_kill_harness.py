@@ -23,18 +23,18 @@ def tail(text, n=1500):
     return text[-n:]
 
 
-@pytest.mark.parametrize("i", range(TRIALS))
-def test_kill_or_freeze_a_random_node(tmp_path, i):
-    plan = kh.plan_trial(FIRST_SEED + i)  # 5 trials for each launcher and signal; victim and moment drawn
+# Consecutive seeds: 5 trials for each launcher and signal; victim and moment drawn from the seed.
+@pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + TRIALS))
+def test_kill_or_freeze_a_random_node(tmp_path, seed):
+    plan = kh.plan_trial(seed)
     result = kh.run_trial(plan, BIN, tmp_path)
-    print(f"{plan.describe()}: {result.phase}; exit seconds {result.exit_s}; codes {result.codes}"
+    seconds = {n: None if t is None else round(t, 2) for n, t in result.exit_s.items()}
+    print(f"{plan.describe()}: {result.phase}; seconds to exit {seconds}; exit codes {result.codes}"
           + ("; victim unnamed: it never registered (known gap, see test_unregistered_victim_is_named)"
              if kh.known_gap(result) and kh.failed(result) and not kh.victim_named(result) else ""))
     bad = kh.problems(result)
     assert not bad, (plan.describe(), result.phase, bad,
                      {n: tail(t) for n, t in result.output.items() if n != plan.victim})
-    if result.phase != "victim gone" and not result.waits_for_frozen_worker:
-        assert kh.failed(result) or all(kh.work_complete(result, n) for n in result.codes), result.codes
 
 
 @pytest.fixture(scope="module")
