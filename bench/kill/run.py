@@ -43,7 +43,9 @@ def summary_rows(results):
 
 def print_summary(results):
     print("\nseconds from the signal to each survivor's exit (under pslaunch, pslaunch stops the others "
-          "once one fails):")
+          "once one fails), against the bounds the job was given: heartbeat timeout "
+          f"{kh.HEARTBEAT_TIMEOUT_MS / 1000:g} s, startup timeout {kh.STARTUP_TIMEOUT_MS / 1000:g} s, "
+          f"a hang past {kh.DEADLINE_S:g} s:")
     print("| launcher | victim | signal | survivor | exits | median | p90 | max |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
     for launcher in kh.LAUNCHERS:
