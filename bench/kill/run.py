@@ -4,7 +4,7 @@ process SIGKILLed or SIGSTOPped at a random moment, under pslaunch or started on
 Reports hangs, the seconds each surviving role took to exit (median, p90, max) by victim role
 and signal, and how often the errors named the victim.
 
-    bench/kill/run.py [--trials 100] [--seed 1] [--build build] [--keep DIR]
+    bench/kill/run.py [--trials 100] [--seed 1] [--build build] [--keep DIR] [--env K=V ...]
 
 Trial i uses seed SEED+i; `--seeds S ...` replays chosen trials (the seed is printed with each,
 here and by the CI test). Launcher and signal cycle with the seed, so each pair gets a quarter
@@ -78,18 +78,21 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="*", help="replay these seeds")
     ap.add_argument("--build", type=Path, default=ROOT / "build")
     ap.add_argument("--keep", type=Path, help="keep every trial's output under this directory")
+    ap.add_argument("--env", action="append", default=[], metavar="K=V",
+                    help="a setting for every process, e.g. --env SYNCLINE_TRANSPORT=ucx (repeatable)")
     args = ap.parse_args()
     bin_dir = args.build / "bin"
     for b in ("pslaunch", "syncline-scheduler", "syncline-server", "syncline-example-training"):
         if not (bin_dir / b).exists():
             sys.exit(f"{bin_dir / b} is missing: build it first")
     plans = [kh.plan_trial(s) for s in (args.seeds or range(args.seed, args.seed + args.trials))]
+    settings = dict(kv.split("=", 1) for kv in args.env)
     results, failed = [], 0
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kill-bench-") as tmp:
         base = args.keep or Path(tmp)
         for i, plan in enumerate(plans):
-            r = kh.run_trial(plan, bin_dir, base / f"seed-{plan.seed}")
+            r = kh.run_trial(plan, bin_dir, base / f"seed-{plan.seed}", settings)
             results.append(r)
             bad = kh.problems(r)
             failed += bool(bad)

@@ -214,13 +214,14 @@ class PslaunchLog(Log):
         return self.by_name.get(name, "")
 
 
-def run_trial(plan, bin_dir, work_dir, poll_s=0.01):
-    """Runs `plan`; returns a Result. `work_dir` receives the processes' output files."""
+def run_trial(plan, bin_dir, work_dir, settings=None, poll_s=0.01):
+    """Runs `plan`; returns a Result. `work_dir` receives the processes' output files; `settings`
+    (SYNCLINE_* names) go to every process, e.g. another transport."""
     bin_dir, work_dir = Path(bin_dir), Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     ports = {"scheduler": free_port()}
     procs, logs, files = {}, {}, []
-    base = dict(SYNCLINE_NUM_WORKERS=WORKERS, SYNCLINE_NUM_SERVERS=SERVERS, **SETTINGS)
+    base = dict(SYNCLINE_NUM_WORKERS=WORKERS, SYNCLINE_NUM_SERVERS=SERVERS, **SETTINGS, **(settings or {}))
     worker_argv = [str(bin_dir / "syncline-example-training"), "--rounds", str(ROUNDS), "--tensors", TENSORS]
     result = Result(plan)
 
