@@ -125,7 +125,12 @@ void Supervisor::StopAll() {
   // Reaped children's groups too: a grandchild may have outlived its parent.
   // (The group id of a reaped leader stays reserved while the group has
   // members, so this cannot reach an unrelated process group in practice.)
-  for (Child& c : children_) c.process->SignalGroup(SIGTERM).ok();
+  // SIGCONT after SIGTERM: a stopped process (SIGSTOP, a debugger, Ctrl-Z) keeps SIGTERM pending
+  // until continued, so without it a frozen child would always cost the whole grace period.
+  for (Child& c : children_) {
+    c.process->SignalGroup(SIGTERM).ok();
+    c.process->SignalGroup(SIGCONT).ok();
+  }
   if (options_.stop_signal != nullptr) options_.stop_signal->store(0);
   Deadline grace = Deadline::After(options_.grace);
   while (!AllReaped() && !grace.Expired()) {

@@ -93,6 +93,17 @@ TEST(SupervisorTest, SigtermIgnoringProcessIsKilledAfterGrace) {
   EXPECT_LT(r.seconds, 4.0);
 }
 
+TEST(SupervisorTest, StoppedProcessEndsOnSigtermWithoutWaitingForTheGrace) {
+  SupervisorOptions options;
+  options.grace = Millis(3000);
+  // The server stops itself (as SIGSTOP or a debugger would); SIGTERM alone stays pending.
+  Supervised r = Supervise({Sh("server 0", "kill -STOP $$; sleep 30", false), Sh("worker 0", "sleep 0.3; exit 5")},
+                           options);
+  EXPECT_EQ(r.outcome.exit_code, 5);
+  EXPECT_FALSE(r.Noticed("still running")) << r.AllNotices();
+  EXPECT_LT(r.seconds, 2.5);
+}
+
 TEST(SupervisorTest, ServicesThatDoNotExitAfterTheWorkersFailTheJob) {
   SupervisorOptions options;
   options.grace = Millis(300);
