@@ -15,6 +15,7 @@ namespace syncline {
 namespace {
 const auto kSendDeadline = Millis(5000);
 const auto kStartupReportEvery = Millis(10000);
+constexpr int kStartupGraceMs = 2000;
 
 std::string Hostname() {
   char name[256] = {};
@@ -73,7 +74,9 @@ Status SchedulerClient::Join(const std::string& my_address) {
 }
 
 Status SchedulerClient::WaitForJobStart() {
-  const Deadline deadline = Deadline::AfterMs(settings_.startup_timeout_ms);
+  // A little longer than the scheduler waits for registrations: when a node
+  // is missing, the scheduler's abort, which names it, arrives first.
+  const Deadline deadline = Deadline::AfterMs(settings_.startup_timeout_ms + kStartupGraceMs);
   const std::string what = "waiting for the scheduler at " + scheduler_address_ + " to start the job";
   std::string reachability;
   std::unique_lock<std::mutex> lock(mu_);

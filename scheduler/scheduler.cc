@@ -107,7 +107,7 @@ Status Scheduler::Run() {
       AbortJob("only " + std::to_string(CountRole(proto::WORKER)) + " of " + std::to_string(settings_.num_workers) +
                    " workers and " + std::to_string(CountRole(proto::SERVER)) + " of " +
                    std::to_string(settings_.num_servers) + " servers registered within " +
-                   std::to_string(settings_.startup_timeout_ms) + " ms",
+                   std::to_string(settings_.startup_timeout_ms) + " ms" + MissingNodes(),
                -1);
       outcome_ = DeadlineExceeded(outcome_->message());
       break;
@@ -365,6 +365,27 @@ void Scheduler::OnFinish(const Message& m) {
     outcome_ = Status::Ok();
     done_cv_.notify_all();
   }
+}
+
+std::string Scheduler::MissingNodes() const {
+  std::string missing;
+  for (const proto::Role role : {proto::WORKER, proto::SERVER}) {
+    const int32_t size = role == proto::WORKER ? settings_.num_workers : settings_.num_servers;
+    // Ranks are known only where every registered node of the role asked for one.
+    std::set<int32_t> ranks;
+    bool all_requested = true;
+    for (const auto& [id, n] : nodes_) {
+      if (n.info.role() != role) continue;
+      if (n.info.rank() < 0) all_requested = false;
+      ranks.insert(n.info.rank());
+    }
+    if (!all_requested || static_cast<int32_t>(ranks.size()) >= size) continue;
+    for (int32_t rank = 0; rank < size; ++rank)
+      if (!ranks.count(rank))
+        missing += std::string(missing.empty() ? "" : ", ") + (role == proto::WORKER ? "worker " : "server ") +
+                   std::to_string(rank);
+  }
+  return missing.empty() ? "" : " (never registered: " + missing + ")";
 }
 
 std::string Scheduler::TensorOfKey(uint64_t key) const {

@@ -83,6 +83,9 @@ class Scheduler {
   // " [tensor 'name', chunk i of n]" for a key of a declared tensor.
   std::string TensorOfKey(uint64_t key) const;
   size_t CountRole(proto::Role role) const;
+  // " (never registered: worker 2, server 0)" at the startup timeout, for
+  // roles whose registered nodes all asked for their ranks; else "".
+  std::string MissingNodes() const;
   void AddMetrics();
 
   const Settings settings_;

@@ -56,9 +56,7 @@ def print_summary(results):
     print("\nphase at the signal: " + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())))
     failing = [r for r in results if kh.failed(r)]
     named = [r for r in failing if kh.victim_named(r)]
-    gaps = [r for r in failing if not kh.victim_named(r) and kh.known_gap(r)]
-    print(f"trials whose job failed: {len(failing)}; errors named the victim in {len(named)}; "
-          f"unnamed because the victim never registered (known gap): {len(gaps)}")
+    print(f"trials whose job failed: {len(failing)}; errors named the victim in {len(named)}")
     per_survivor = [v for r in results if r.plan.launcher == "one-by-one"
                     for n, v in r.named.items() if r.codes.get(n) not in (0, None)]
     print(f"one-by-one survivors that failed: {len(per_survivor)}, naming the victim: {sum(per_survivor)}")
@@ -97,9 +95,7 @@ def main():
             bad = kh.problems(r)
             failed += bool(bad)
             slowest = max((t for t in r.exit_s.values() if t is not None), default=0)
-            gap = kh.known_gap(r) and kh.failed(r) and not kh.victim_named(r)
             print(f"[{i + 1}/{len(plans)}] {plan.describe()}: {r.phase}, all out in {slowest:.2f} s"
-                  + (" (victim unnamed: never registered)" if gap else "")
                   + (" (pslaunch waits for the frozen worker; the job finished)" if r.waits_for_frozen_worker else "")
                   + ("".join(f"\n    PROBLEM: {b}" for b in bad)), flush=True)
     print(f"\n{len(results)} trials in {time.monotonic() - started:.0f} s; {failed} with problems")
