@@ -116,7 +116,8 @@ bool SchedulerClient::Handle(const Message& m) {
   const proto::Header& h = m.header;
   switch (h.op()) {
     case proto::ADDRESS_BOOK: case proto::HEARTBEAT_ACK: case proto::BARRIER_RELEASE: case proto::DECLARE_REPLY:
-    case proto::SHUTDOWN: case proto::ABORT: case proto::WORKER_FINISHED:
+    case proto::SHUTDOWN: case proto::ABORT: case proto::WORKER_FINISHED: case proto::WORKER_AT_BARRIER:
+    case proto::PLACEMENT:
       if (h.sender() != kSchedulerPeer) {
         SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}: only the scheduler sends it", proto::Op_Name(h.op()), h.sender());
         return true;
@@ -148,6 +149,21 @@ bool SchedulerClient::Handle(const Message& m) {
       auto handler = worker_finished_handler_;
       lock.unlock();
       if (handler) handler(h.worker_finished().rank());
+      return true;
+    }
+    case proto::PLACEMENT: {
+      auto handler = placement_handler_;
+      lock.unlock();
+      if (handler) handler(h.declare_reply());
+      Message ack = MakeMessage(proto::PLACEMENT_ACK, my_id_);
+      ack.header.set_request_id(h.declare_reply().tensor_id());
+      (void)Send(std::move(ack));
+      return true;
+    }
+    case proto::WORKER_AT_BARRIER: {
+      auto handler = worker_at_barrier_handler_;
+      lock.unlock();
+      if (handler) handler(h.worker_at_barrier());
       return true;
     }
     case proto::ABORT:
@@ -238,6 +254,16 @@ Status SchedulerClient::health() const {
 void SchedulerClient::SetWorkerFinishedHandler(std::function<void(int rank)> handler) {
   std::lock_guard<std::mutex> lock(mu_);
   worker_finished_handler_ = std::move(handler);
+}
+
+void SchedulerClient::SetWorkerAtBarrierHandler(std::function<void(const proto::WorkerAtBarrier&)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  worker_at_barrier_handler_ = std::move(handler);
+}
+
+void SchedulerClient::SetPlacementHandler(std::function<void(const proto::DeclareReply&)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  placement_handler_ = std::move(handler);
 }
 
 void SchedulerClient::SetAbortHandler(std::function<void(const Status&)> handler) {

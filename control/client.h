@@ -71,6 +71,13 @@ class SchedulerClient {
   // Servers: called with a worker's rank when the scheduler says that worker
   // finished (it will push nothing more), on the thread that received it.
   void SetWorkerFinishedHandler(std::function<void(int rank)> handler);
+  // Servers: called when the scheduler says a worker waits at a barrier, or
+  // that a barrier was released (rank -1, waiting false).
+  void SetWorkerAtBarrierHandler(std::function<void(const proto::WorkerAtBarrier&)> handler);
+  // Servers: called with the chunks of a newly declared tensor this server
+  // owns, before the workers learn the tensor is declared (the client
+  // acknowledges it to the scheduler once the handler returns).
+  void SetPlacementHandler(std::function<void(const proto::DeclareReply&)> handler);
 
  private:
   // Join's wait for the address book, saying meanwhile (and in its error)
@@ -104,6 +111,8 @@ class SchedulerClient {
   std::map<std::string, proto::DeclareReply> declared_;    // GUARDED_BY(mu_)
   std::function<void(const Status&)> abort_handler_;       // GUARDED_BY(mu_)
   std::function<void(int)> worker_finished_handler_;       // GUARDED_BY(mu_)
+  std::function<void(const proto::WorkerAtBarrier&)> worker_at_barrier_handler_;  // GUARDED_BY(mu_)
+  std::function<void(const proto::DeclareReply&)> placement_handler_;             // GUARDED_BY(mu_)
   Clock::time_point last_heard_;                           // GUARDED_BY(mu_)
   std::string my_address_;                                 // GUARDED_BY(mu_)
 

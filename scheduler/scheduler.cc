@@ -14,23 +14,7 @@
 namespace syncline {
 namespace {
 
-constexpr int32_t kSchedulerId = 0;
 const auto kSendDeadline = Millis(2000);
-
-proto::Role ToWire(Role r) {
-  switch (r) {
-    case Role::kScheduler: return proto::SCHEDULER;
-    case Role::kServer: return proto::SERVER;
-    case Role::kWorker: return proto::WORKER;
-  }
-  return proto::ROLE_UNKNOWN;
-}
-
-std::string DescribeSpec(const proto::TensorSpec& s) {
-  auto dtype = DTypeFromWire(s.dtype());
-  return std::string(dtype.ok() ? DTypeName(*dtype) : "?") + "[" + std::to_string(s.num_elements()) +
-         "] in chunks of " + std::to_string(s.partition_bytes()) + " bytes";
-}
 
 // The scheduler's endpoint: authenticated when the job has a token.
 std::unique_ptr<Endpoint> SchedulerEndpoint(const Settings& settings, std::unique_ptr<Endpoint> inner,
@@ -38,10 +22,6 @@ std::unique_ptr<Endpoint> SchedulerEndpoint(const Settings& settings, std::uniqu
   if (settings.job_token.empty()) return inner;
   *keys = std::make_shared<KeyRing>(JobKey(settings.job_token));
   return std::make_unique<AuthenticatedEndpoint>(std::move(inner), *keys);
-}
-
-bool SameSpec(const proto::TensorSpec& a, const proto::TensorSpec& b) {
-  return a.dtype() == b.dtype() && a.num_elements() == b.num_elements() && a.partition_bytes() == b.partition_bytes();
 }
 
 }  // namespace
@@ -140,6 +120,9 @@ void Scheduler::Handle(Message&& m) {
     case proto::BARRIER: return OnBarrier(m);
     case proto::DECLARE: return OnDeclare(m);
     case proto::FINISH: return OnFinish(m);
+    case proto::PLACEMENT_ACK:
+      if (nodes_.count(sender) && nodes_[sender].info.role() == proto::SERVER) return OnPlacementAck(m);
+      break;
     case proto::ABORT: {
       // A node may abort before it knows its id: then the registration nonce
       // its proof names says who it is (without a token: its address).
@@ -166,112 +149,6 @@ Status Scheduler::CheckJobToken(const Settings& settings) {
       "local jobs), or set SYNCLINE_ALLOW_NO_TOKEN=1 on a closed network");
 }
 
-void Scheduler::OnRegister(const Message& m) {
-  const proto::Register& r = m.header.register_body();
-  auto reject = [&](const std::string& why) {
-    rejected_registrations_.Add();
-    SYNCLINE_LOG_WARN_LIMITED("rejecting registration of a {} at {}: {}", proto::Role_Name(r.role()), r.address(), why);
-    // One reused peer id for rejected nodes: connecting it again replaces the last one.
-    const int32_t temp = -1;
-    if (keys_) keys_->SetPeerKey(temp, NodeKey(JobKey(settings_.job_token), m.header.auth().nonce()));
-    if (!endpoint_->Connect(temp, r.address()).ok()) return;
-    Message abort = MakeMessage(proto::ABORT, kSchedulerId);
-    abort.header.mutable_abort()->set_reason("registration rejected: " + why);
-    abort.header.mutable_abort()->set_culprit(-1);
-    (void)endpoint_->Send(temp, std::move(abort), Deadline::After(kSendDeadline));
-  };
-  // A job with a token: the endpoint passed only registrations that proved it.
-  const std::string& nonce = m.header.auth().nonce();
-  if (keys_)
-    for (const auto& [id, n] : nodes_)
-      if (n.nonce == nonce) return reject("its registration nonce was used by " + Describe(id));
-  if (r.role() != proto::WORKER && r.role() != proto::SERVER) return reject("only workers and servers register");
-  if (published_) return reject("the job has already started");
-  const size_t limit = r.role() == proto::WORKER ? settings_.num_workers : settings_.num_servers;
-  if (r.requested_rank() >= static_cast<int64_t>(limit))
-    return reject("rank " + std::to_string(r.requested_rank()) + " is not below the number of " +
-                  (r.role() == proto::WORKER ? "workers" : "servers") + " (" + std::to_string(limit) + ")");
-  if (CountRole(r.role()) >= limit)
-    return reject("the job already has " + std::to_string(limit) + " " + proto::Role_Name(r.role()) + "s");
-  const int32_t id = next_id_++;
-  Node node;
-  node.info.set_id(id);
-  node.info.set_role(r.role());
-  node.info.set_rank(r.requested_rank());
-  node.info.set_address(r.address());
-  node.info.set_hostname(r.hostname());
-  node.info.set_host_id(r.host_id());
-  node.info.set_pid(r.pid());
-  node.last_seen = Clock::now();
-  node.nonce = nonce;
-  if (Status st = endpoint_->Connect(id, r.address()); !st.ok()) return reject(st.message());
-  if (keys_) keys_->SetPeerKey(id, NodeKey(JobKey(settings_.job_token), nonce));
-  nodes_[id] = node;
-  SYNCLINE_LOG_INFO("registered {} at {} as node {} ({} of {} workers, {} of {} servers)",
-                    proto::Role_Name(r.role()), r.address(), id, CountRole(proto::WORKER), settings_.num_workers,
-                    CountRole(proto::SERVER), settings_.num_servers);
-  if (CountRole(proto::WORKER) == static_cast<size_t>(settings_.num_workers) &&
-      CountRole(proto::SERVER) == static_cast<size_t>(settings_.num_servers))
-    AssignRanksAndPublish();
-}
-
-void Scheduler::AssignRanksAndPublish() {
-  // Per role: requested ranks first, the rest fill the gaps in arrival order.
-  std::map<proto::Role, std::set<int32_t>> taken;
-  for (auto& [id, n] : nodes_) {
-    if (n.info.rank() < 0) continue;
-    if (!taken[n.info.role()].insert(n.info.rank()).second)
-      return AbortJob("two " + std::string(n.info.role() == proto::WORKER ? "workers" : "servers") +
-                          " asked for rank " + std::to_string(n.info.rank()),
-                      id);
-  }
-  std::map<proto::Role, int32_t> next;
-  std::map<int32_t, int32_t> server_by_rank;
-  for (auto& [id, n] : nodes_) {
-    if (n.info.rank() < 0) {
-      auto& used = taken[n.info.role()];
-      int32_t& rank = next[n.info.role()];
-      while (used.count(rank)) ++rank;
-      n.info.set_rank(rank);
-      used.insert(rank);
-    }
-    if (n.info.role() == proto::SERVER) server_by_rank[n.info.rank()] = id;
-    n.last_seen = Clock::now();
-  }
-  std::vector<int32_t> server_ids;  // in rank order: placement is by server rank
-  for (const auto& [rank, id] : server_by_rank) server_ids.push_back(id);
-  placement_ = std::make_unique<KeyPlacement>(server_ids);
-  proto::AddressBook book;
-  book.set_heartbeat_interval_ms(settings_.heartbeat_interval_ms);
-  book.set_heartbeat_timeout_ms(settings_.heartbeat_timeout_ms);
-  proto::NodeInfo* self = book.add_nodes();
-  self->set_id(kSchedulerId);
-  self->set_role(ToWire(Role::kScheduler));
-  for (auto& [id, n] : nodes_) *book.add_nodes() = n.info;
-  published_ = true;
-  for (auto& [id, n] : nodes_) {
-    Message m = MakeMessage(proto::ADDRESS_BOOK, kSchedulerId);
-    *m.header.mutable_address_book() = book;
-    m.header.mutable_address_book()->set_your_id(id);
-    if (keys_) m.header.mutable_address_book()->set_sealed_keys(SealedPeerKeys(id));
-    SendTo(id, std::move(m));
-  }
-  SYNCLINE_LOG_INFO("all {} workers and {} servers registered; address book sent", settings_.num_workers,
-                    settings_.num_servers);
-}
-
-std::string Scheduler::SealedPeerKeys(int32_t id) const {
-  proto::PeerKeys keys;
-  for (const auto& [peer, n] : nodes_) {
-    if (peer == id) continue;
-    const SecretKey key = PairKey(secret_, id, peer);
-    proto::PeerKey* k = keys.add_keys();
-    k->set_peer(peer);
-    k->set_key(std::string(key.begin(), key.end()));
-  }
-  return Seal(NodeKey(JobKey(settings_.job_token), nodes_.at(id).nonce), keys.SerializeAsString());
-}
-
 void Scheduler::OnBarrier(const Message& m) {
   const int32_t sender = m.header.sender();
   if (!published_ || !nodes_.count(sender)) return;
@@ -287,53 +164,29 @@ void Scheduler::OnBarrier(const Message& m) {
   std::vector<int32_t> members;
   for (auto& [id, n] : nodes_)
     if (b.group() == proto::ROLE_UNKNOWN || n.info.role() == b.group()) members.push_back(id);
-  if (arrived.size() < members.size()) return;
+  const bool released = arrived.size() >= members.size();
+  // A worker waits at a workers' barrier only after its own push_pulls: the
+  // servers learn it, so that a round lacking its push ends the job naming it
+  // (server/server.h), and learn when the barrier is released.
+  if (b.group() == proto::WORKER && (!released || arrived.size() > 1)) {
+    proto::WorkerAtBarrier note;
+    note.set_rank(released ? -1 : nodes_[sender].info.rank());
+    note.set_sequence(b.sequence());
+    note.set_waiting(!released);
+    for (auto& [id, n] : nodes_) {
+      if (n.info.role() != proto::SERVER) continue;
+      Message m = MakeMessage(proto::WORKER_AT_BARRIER, kSchedulerId);
+      *m.header.mutable_worker_at_barrier() = note;
+      SendTo(id, std::move(m));
+    }
+  }
+  if (!released) return;
   for (int32_t id : members) {
     Message release = MakeMessage(proto::BARRIER_RELEASE, kSchedulerId);
     *release.header.mutable_barrier() = b;
     SendTo(id, std::move(release));
   }
   barriers_.erase({b.group(), b.sequence()});
-}
-
-void Scheduler::OnDeclare(const Message& m) {
-  const int32_t sender = m.header.sender();
-  auto node = nodes_.find(sender);
-  if (!published_ || node == nodes_.end() || node->second.info.role() != proto::WORKER) return;
-  const proto::TensorSpec& spec = m.header.declare().spec();
-  auto [it, fresh] = tensors_.try_emplace(spec.name());
-  TensorEntry& t = it->second;
-  if (fresh) {
-    t.spec = spec;
-    t.id = next_tensor_id_++;
-    auto chunks = placement_->Place(t.id, spec);
-    if (!chunks.ok())
-      return AbortJob("tensor '" + spec.name() + "' declared by " + Describe(sender) + ": " + chunks.status().message(),
-                      sender);
-    if (total_chunks_ + chunks->size() > limits_.max_chunks)
-      return AbortJob("tensor '" + spec.name() + "' declared by " + Describe(sender) + " (" + DescribeSpec(spec) +
-                          ") would bring the job's chunks to " + std::to_string(total_chunks_ + chunks->size()) +
-                          ", over the limit of " + std::to_string(limits_.max_chunks) +
-                          ": use larger partitions (SYNCLINE_PARTITION_BYTES) or fewer tensors",
-                      sender);
-    total_chunks_ += chunks->size();
-    t.chunks = std::move(chunks).value();
-  } else if (!SameSpec(t.spec, spec)) {
-    return AbortJob("mismatched declaration of tensor '" + spec.name() + "': " + Describe(sender) + " declared " +
-                        DescribeSpec(spec) + ", but " + Describe(*t.declared_by.begin()) + " declared " +
-                        DescribeSpec(t.spec),
-                    sender);
-  }
-  t.declared_by.insert(sender);
-  if (t.declared_by.size() < static_cast<size_t>(settings_.num_workers)) return;
-  for (int32_t id : t.declared_by) {
-    Message reply = MakeMessage(proto::DECLARE_REPLY, kSchedulerId);
-    proto::DeclareReply* body = reply.header.mutable_declare_reply();
-    body->set_tensor_id(t.id);
-    for (const auto& c : t.chunks) *body->add_chunks() = c;
-    body->set_name(spec.name());
-    SendTo(id, std::move(reply));
-  }
 }
 
 void Scheduler::OnFinish(const Message& m) {
@@ -365,37 +218,6 @@ void Scheduler::OnFinish(const Message& m) {
     outcome_ = Status::Ok();
     done_cv_.notify_all();
   }
-}
-
-std::string Scheduler::MissingNodes() const {
-  std::string missing;
-  for (const proto::Role role : {proto::WORKER, proto::SERVER}) {
-    const int32_t size = role == proto::WORKER ? settings_.num_workers : settings_.num_servers;
-    // Ranks are known only where every registered node of the role asked for one.
-    std::set<int32_t> ranks;
-    bool all_requested = true;
-    for (const auto& [id, n] : nodes_) {
-      if (n.info.role() != role) continue;
-      if (n.info.rank() < 0) all_requested = false;
-      ranks.insert(n.info.rank());
-    }
-    if (!all_requested || static_cast<int32_t>(ranks.size()) >= size) continue;
-    for (int32_t rank = 0; rank < size; ++rank)
-      if (!ranks.count(rank))
-        missing += std::string(missing.empty() ? "" : ", ") + (role == proto::WORKER ? "worker " : "server ") +
-                   std::to_string(rank);
-  }
-  return missing.empty() ? "" : " (never registered: " + missing + ")";
-}
-
-std::string Scheduler::TensorOfKey(uint64_t key) const {
-  for (const auto& [name, t] : tensors_)
-    for (size_t i = 0; i < t.chunks.size(); ++i)
-      if (t.chunks[i].key() == key)
-        return " [tensor '" + name + "'" +
-               (t.chunks.size() > 1 ? ", chunk " + std::to_string(i) + " of " + std::to_string(t.chunks.size()) : "") +
-               "]";
-  return " [key " + std::to_string(key) + "]";
 }
 
 void Scheduler::CheckHeartbeats() {

@@ -55,6 +55,7 @@ class Scheduler {
   const MetricsRegistry& metrics() const { return metrics_; }
 
  private:
+  static constexpr int32_t kSchedulerId = 0;  // the scheduler's node id
   struct Node {
     proto::NodeInfo info;
     Clock::time_point last_seen;
@@ -66,6 +67,8 @@ class Scheduler {
     uint32_t id = 0;
     std::set<int32_t> declared_by;  // worker node ids
     std::vector<proto::ChunkPlacement> chunks;
+    bool placements_sent = false;   // to the servers owning its chunks
+    std::set<int32_t> unacknowledged;  // servers that have not recorded their chunks yet
   };
 
   void Handle(Message&& message);
@@ -73,6 +76,11 @@ class Scheduler {
   void OnBarrier(const Message& m);
   void OnDeclare(const Message& m);
   void OnFinish(const Message& m);
+  void OnPlacementAck(const Message& m);
+  // Once every worker declared `t`: tells its servers their chunks, then
+  // (when all of them acknowledged) the workers its id and placement.
+  void PlaceDeclared(TensorEntry& t);
+  void ReplyDeclared(const TensorEntry& t);
   void AssignRanksAndPublish();
   // The keys node `id` shares with every other node, sealed for it.
   std::string SealedPeerKeys(int32_t id) const;

@@ -44,6 +44,11 @@ KeyStore::KeyStore(KeyStoreOptions options, SummationEngine* engine, BufferPool*
 
 KeyStore::~KeyStore() = default;
 
+void KeyStore::Place(uint64_t key, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(map_mu_);
+  placed_[key] = bytes;
+}
+
 size_t KeyStore::num_keys() const {
   std::lock_guard<std::mutex> lock(map_mu_);
   return keys_.size();
@@ -57,14 +62,30 @@ std::vector<uint64_t> KeyStore::keys() const {
   return out;
 }
 
+void KeyStore::SetAbsenceLocked(int rank, std::optional<Absence> why) {
+  if (absent_.empty()) absent_.resize(options_.num_workers);
+  if (absent_[rank].has_value() != why.has_value()) absent_count_ += why ? 1 : -1;
+  absent_[rank] = why;
+}
+
 void KeyStore::MarkFinished(int rank) {
   if (rank < 0 || rank >= options_.num_workers) return;
-  std::lock_guard<std::mutex> lock(finished_mu_);
-  if (finished_.empty()) finished_.assign(options_.num_workers, false);
-  if (!finished_[rank]) {
-    finished_[rank] = true;
-    ++finished_count_;
-  }
+  std::lock_guard<std::mutex> lock(absent_mu_);
+  SetAbsenceLocked(rank, Absence{Absence::kFinished, 0});
+}
+
+void KeyStore::MarkAtBarrier(int rank, uint64_t sequence) {
+  if (rank < 0 || rank >= options_.num_workers) return;
+  std::lock_guard<std::mutex> lock(absent_mu_);
+  if (!absent_.empty() && absent_[rank] && absent_[rank]->kind == Absence::kFinished) return;
+  SetAbsenceLocked(rank, Absence{Absence::kAtBarrier, sequence});
+}
+
+void KeyStore::ClearBarrier(uint64_t sequence) {
+  std::lock_guard<std::mutex> lock(absent_mu_);
+  for (int r = 0; r < static_cast<int>(absent_.size()); ++r)
+    if (absent_[r] && absent_[r]->kind == Absence::kAtBarrier && absent_[r]->barrier_sequence == sequence)
+      SetAbsenceLocked(r, std::nullopt);
 }
 
 void KeyStore::CheckOrphanedRounds(uint64_t key) {
@@ -78,16 +99,39 @@ void KeyStore::CheckOrphanedRounds(uint64_t key) {
   for (const auto& [number, round] : state->rounds) ReportIfOrphaned(*state, number, round);
 }
 
+bool KeyStore::StillOrphaned(uint64_t key, uint64_t round, int rank, const Absence& why) const {
+  if (rank < 0 || rank >= options_.num_workers) return false;
+  {
+    std::lock_guard<std::mutex> lock(absent_mu_);
+    if (absent_.empty() || !absent_[rank] || absent_[rank]->kind != why.kind ||
+        absent_[rank]->barrier_sequence != why.barrier_sequence)
+      return false;
+  }
+  const KeyState* state;
+  {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    auto it = keys_.find(key);
+    if (it == keys_.end()) return false;
+    state = it->second.get();
+  }
+  auto it = state->rounds.find(round);
+  return it != state->rounds.end() && !it->second.complete && it->second.pushes > 0 && !it->second.pushed[rank];
+}
+
 void KeyStore::ReportIfOrphaned(const KeyState& key, uint64_t number, const Round& round) {
-  if (options_.async || !options_.on_orphaned_round || finished_count_ == 0) return;
+  if (options_.async || !options_.on_orphaned_round || absent_count_ == 0) return;
   if (round.complete || round.pushes == 0) return;
   int missing = -1;
+  Absence why;
   {
-    std::lock_guard<std::mutex> lock(finished_mu_);
-    for (int r = 0; r < options_.num_workers && missing < 0; ++r)
-      if (finished_[r] && !round.pushed[r]) missing = r;
+    std::lock_guard<std::mutex> lock(absent_mu_);
+    for (int r = 0; r < static_cast<int>(absent_.size()) && missing < 0; ++r)
+      if (absent_[r] && !round.pushed[r]) {
+        missing = r;
+        why = *absent_[r];
+      }
   }
-  if (missing >= 0) options_.on_orphaned_round(key.id, number, missing);
+  if (missing >= 0) options_.on_orphaned_round(key.id, number, missing, why);
 }
 
 Message KeyStore::ReplyTo(const Message& request, proto::Op op) const {
@@ -105,15 +149,27 @@ KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out
   KeyState* state;
   {
     std::lock_guard<std::mutex> lock(map_mu_);
-    auto& slot = keys_[m.header.key()];
-    if (!slot) {
-      // A pull may overtake the first push of a key: its size is then
-      // learned from that push.
-      slot = std::make_unique<KeyState>();
-      slot->id = m.header.key();
-      slot->dtype = dtype;
+    auto it = keys_.find(m.header.key());
+    if (it == keys_.end()) {
+      uint64_t placed_bytes = 0;
+      if (options_.require_placement) {
+        auto placed = placed_.find(m.header.key());
+        if (placed == placed_.end()) {
+          out->push_back(ErrorReply(m, "key " + std::to_string(m.header.key()) +
+                                           " is not placed on this server (no declared tensor has it)"));
+          return nullptr;
+        }
+        placed_bytes = placed->second;
+      }
+      // Without a placement, a pull may overtake the first push of a key:
+      // its size is then learned from that push.
+      auto fresh = std::make_unique<KeyState>();
+      fresh->id = m.header.key();
+      fresh->dtype = dtype;
+      fresh->bytes = placed_bytes;
+      it = keys_.emplace(m.header.key(), std::move(fresh)).first;
     }
-    state = slot.get();
+    state = it->second.get();
   }
   if (state->bytes == 0 && is_push) state->bytes = m.header.byte_length();
   if (state->dtype != dtype) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -27,16 +28,27 @@
 
 namespace syncline {
 
+// Why a worker will not push: it finished, or it waits at a barrier (which
+// its own push_pulls came before) until every worker arrives there.
+struct Absence {
+  enum Kind { kFinished, kAtBarrier } kind = kFinished;
+  uint64_t barrier_sequence = 0;  // kAtBarrier
+};
+
 struct KeyStoreOptions {
   int num_workers = 1;
   bool async = false;
   bool deterministic = false;
   // Sync mode: called, on the key's lane, when a round has pushes but waits
-  // for a worker that finished (MarkFinished): it can never complete. It may
-  // be called more than once for one round.
-  std::function<void(uint64_t key, uint64_t round, int missing_rank)> on_orphaned_round;
+  // for a worker that is absent (MarkFinished, MarkAtBarrier): it cannot
+  // complete while that lasts. It may be called more than once for one round.
+  std::function<void(uint64_t key, uint64_t round, int missing_rank, Absence why)> on_orphaned_round;
   // Sync mode: called, on the key's lane, each time a round's sum is complete.
   std::function<void()> on_round_complete;
+  // Refuse requests for keys not placed on this server (Place): a peer can
+  // then make a server hold only the keys of declared tensors, at their
+  // declared sizes. Servers set it; tests of the store alone may not.
+  bool require_placement = false;
 };
 
 // A reply the server must send: `to` is the worker's node id.
@@ -56,15 +68,25 @@ class KeyStore {
   // `pull`: a validated PULL; appends the reply if the round is complete.
   void Pull(const Message& pull, int rank, std::vector<Reply>* out);
 
+  // The scheduler placed `key` of `bytes` on this server (a tensor was declared).
+  void Place(uint64_t key, uint64_t bytes);
+
   size_t num_keys() const;
   std::vector<uint64_t> keys() const;
 
   // Worker `rank` finished: it pushes nothing more. Later pushes to rounds it
   // has not pushed report the round as orphaned.
   void MarkFinished(int rank);
-  // Reports every round of `key` orphaned by a finished worker (run it on the
+  // Worker `rank` waits at barrier `sequence`; ClearBarrier: that barrier was
+  // released and its workers push again.
+  void MarkAtBarrier(int rank, uint64_t sequence);
+  void ClearBarrier(uint64_t sequence);
+  // Reports every round of `key` orphaned by an absent worker (run it on the
   // key's lane, like Push and Pull).
   void CheckOrphanedRounds(uint64_t key);
+  // Whether round `round` of `key` is open and still lacks the push of
+  // `rank`, which is still absent as `why` says (on the key's lane).
+  bool StillOrphaned(uint64_t key, uint64_t round, int rank, const Absence& why) const;
 
  private:
   struct Waiter {
@@ -102,7 +124,7 @@ class KeyStore {
   // Answers one pull of a complete round; drops the round once all workers have theirs.
   void Answer(KeyState& key, uint64_t round_number, Round& round, const Waiter& w, std::vector<Reply>* out);
   Message ReplyTo(const Message& request, proto::Op op) const;
-  // Calls on_orphaned_round for a finished worker this incomplete round lacks.
+  // Calls on_orphaned_round for an absent worker this incomplete round lacks.
   void ReportIfOrphaned(const KeyState& key, uint64_t number, const Round& round);
   // Async mode: a pooled copy of the key's current value (zeros before any push).
   Buffer Snapshot(const KeyState& key);
@@ -116,9 +138,13 @@ class KeyStore {
   BufferPool* const pool_;
   mutable std::mutex map_mu_;  // guards the map itself, not the states
   std::unordered_map<uint64_t, std::unique_ptr<KeyState>> keys_;  // GUARDED_BY(map_mu_)
-  std::atomic<int> finished_count_{0};   // a fast "none finished" for every push
-  mutable std::mutex finished_mu_;
-  std::vector<bool> finished_;           // GUARDED_BY(finished_mu_): by rank
+  std::unordered_map<uint64_t, uint64_t> placed_;                  // GUARDED_BY(map_mu_): key -> bytes
+  // Absent workers, by rank; absent_count_ is a fast "none absent" for every push.
+  std::atomic<int> absent_count_{0};
+  mutable std::mutex absent_mu_;
+  std::vector<std::optional<Absence>> absent_;  // GUARDED_BY(absent_mu_)
+  // Sets (or with nullopt clears) a worker's absence; requires absent_mu_.
+  void SetAbsenceLocked(int rank, std::optional<Absence> why);
 };
 
 // Sync mode: a push or pull of a round this far or further beyond the rounds

@@ -41,17 +41,30 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
       client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address), keys_),
       engine_(settings_.sum_threads),
       store_(KeyStoreOptions{settings_.num_workers, settings_.async, settings_.deterministic,
-                             [this](uint64_t key, uint64_t round, int rank) { OnOrphanedRound(key, round, rank); },
-                             [this] { instruments_.rounds.Add(); }},
+                             [this](uint64_t key, uint64_t round, int rank, Absence why) {
+                               OnOrphanedRound(key, round, rank, why);
+                             },
+                             [this] { instruments_.rounds.Add(); }, /*require_placement=*/true},
              &engine_, &pool_),
       lanes_(settings_.server_threads, kMaxPendingPerLane) {
   client_.SetWorkerFinishedHandler([this](int rank) { OnWorkerFinished(rank); });
+  client_.SetWorkerAtBarrierHandler([this](const proto::WorkerAtBarrier& note) { OnWorkerAtBarrier(note); });
+  client_.SetPlacementHandler([this](const proto::DeclareReply& placement) {
+    for (const proto::ChunkPlacement& c : placement.chunks())
+      if (c.server_id() == client_.my_id()) store_.Place(c.key(), c.length_bytes());
+  });
   AddProcessMetrics(metrics_);
   metrics_.AddCollector("syncline_keys", "Keys this server holds",
                         [this] { return std::vector<std::pair<MetricLabels, double>>{{{}, double(store_.num_keys())}}; });
 }
 
 Server::~Server() {
+  {
+    std::lock_guard<std::mutex> lock(confirm_mu_);
+    stopping_ = true;
+  }
+  confirm_cv_.notify_all();
+  if (confirm_thread_.joinable()) confirm_thread_.join();
   lanes_.Shutdown();
   endpoint_->Close();
 }
@@ -100,19 +113,53 @@ void Server::RequestStop(const std::string& reason) { client_.Abort(reason); }
 
 void Server::OnWorkerFinished(int rank) {
   store_.MarkFinished(rank);
-  // Rounds already open that lack its push can never complete: each key is
-  // checked on its own lane, where its rounds change.
+  CheckEveryKeyForOrphans();
+}
+
+void Server::OnWorkerAtBarrier(const proto::WorkerAtBarrier& note) {
+  if (!note.waiting()) return store_.ClearBarrier(note.sequence());
+  store_.MarkAtBarrier(note.rank(), note.sequence());
+  CheckEveryKeyForOrphans();
+}
+
+void Server::CheckEveryKeyForOrphans() {
+  // Each key is checked on its own lane, where its rounds change.
   for (uint64_t key : store_.keys()) (void)lanes_.Submit(key, [this, key] { store_.CheckOrphanedRounds(key); });
 }
 
-void Server::OnOrphanedRound(uint64_t key, uint64_t round, int rank) {
+void Server::OnOrphanedRound(uint64_t key, uint64_t round, int rank, Absence why) {
+  if (why.kind == Absence::kFinished) return ReportOrphanedRound(key, round, rank, why);
+  if (orphan_reported_ || confirm_pending_.exchange(true)) return;
+  std::lock_guard<std::mutex> lock(confirm_mu_);
+  if (stopping_) return;
+  if (confirm_thread_.joinable()) confirm_thread_.join();  // the last one is done: confirm_pending_ was clear
+  confirm_thread_ = std::thread([this, key, round, rank, why] {
+    const auto grace = Millis(std::max(1000, 2 * settings_.heartbeat_interval_ms));
+    {
+      std::unique_lock<std::mutex> lock(confirm_mu_);
+      if (confirm_cv_.wait_for(lock, grace, [this] { return stopping_; })) return;
+    }
+    Status queued = lanes_.Submit(key, [this, key, round, rank, why] {
+      if (store_.StillOrphaned(key, round, rank, why)) ReportOrphanedRound(key, round, rank, why);
+      confirm_pending_ = false;
+    });
+    if (!queued.ok()) confirm_pending_ = false;
+  });
+}
+
+void Server::ReportOrphanedRound(uint64_t key, uint64_t round, int rank, Absence why) {
   if (orphan_reported_.exchange(true)) return;  // one abort is enough; later pushes would repeat it
   int32_t culprit = -1;
   for (const auto& [id, r] : worker_rank_)
     if (r == rank) culprit = id;
-  client_.Abort("worker " + std::to_string(rank) + " finished without pushing round " + std::to_string(round) +
-                    " of a tensor the other workers push_pull: every worker must make the same push_pull calls "
-                    "(the same tensors, as many times)",
+  const std::string worker = "worker " + std::to_string(rank);
+  client_.Abort(why.kind == Absence::kFinished
+                    ? worker + " finished without pushing round " + std::to_string(round) +
+                          " of a tensor the other workers push_pull: every worker must make the same push_pull "
+                          "calls (the same tensors, as many times)"
+                    : worker + " waits at a barrier without pushing round " + std::to_string(round) +
+                          " of a tensor the other workers push_pull (and wait for, so they never reach the "
+                          "barrier): every worker must make the same push_pull calls before a barrier",
                 culprit, key);
 }
 

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <thread>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -49,10 +51,18 @@ class Server {
   void OnMessage(Message&& m);
   void Serve(const std::shared_ptr<Message>& m);
   void SendReplies(std::vector<Reply>& replies);
-  // A worker finished: rounds it never pushed cannot complete.
+  // A worker finished, or waits at a barrier: rounds lacking its push cannot
+  // complete (a barrier comes after the worker's own push_pulls, so the
+  // workers that pushed such a round wait for it and never reach the barrier).
   void OnWorkerFinished(int rank);
+  void OnWorkerAtBarrier(const proto::WorkerAtBarrier& note);
+  void CheckEveryKeyForOrphans();
+  // A round lacks an absent worker's push. A finished worker ends the job at
+  // once; one at a barrier after a grace, if it is still there (the barrier's
+  // release may be on its way).
+  void OnOrphanedRound(uint64_t key, uint64_t round, int rank, Absence why);
   // Ends the job naming the worker and (through the scheduler) the tensor.
-  void OnOrphanedRound(uint64_t key, uint64_t round, int rank);
+  void ReportOrphanedRound(uint64_t key, uint64_t round, int rank, Absence why);
 
   // The numbers this server reports, before everything that updates them.
   struct Instruments {
@@ -83,6 +93,12 @@ class Server {
   std::vector<std::shared_ptr<Message>> pending_;        // GUARDED_BY(pending_mu_): data before the address book
   std::unordered_map<int32_t, int> worker_rank_;         // written once before ready_, then read-only
   std::atomic<bool> orphan_reported_{false};
+  // The one pending confirmation of a round orphaned by a worker at a barrier.
+  std::mutex confirm_mu_;
+  std::condition_variable confirm_cv_;
+  bool stopping_ = false;                                // GUARDED_BY(confirm_mu_)
+  std::atomic<bool> confirm_pending_{false};
+  std::thread confirm_thread_;
   std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 

@@ -60,7 +60,9 @@ proto::Header::BodyCase RequiredBody(proto::Op op) {
     case proto::BARRIER_RELEASE: return proto::Header::kBarrier;
     case proto::ABORT: return proto::Header::kAbort;
     case proto::DECLARE: return proto::Header::kDeclare;
-    case proto::DECLARE_REPLY: return proto::Header::kDeclareReply;
+    case proto::DECLARE_REPLY:
+    case proto::PLACEMENT: return proto::Header::kDeclareReply;
+    case proto::WORKER_AT_BARRIER: return proto::Header::kWorkerAtBarrier;
     case proto::ERROR: return proto::Header::kError;
     case proto::WORKER_FINISHED: return proto::Header::kWorkerFinished;
     default: return proto::Header::BODY_NOT_SET;

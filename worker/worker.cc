@@ -293,14 +293,18 @@ Status Worker::Broadcast(TensorId id, void* data, int root) {
   return device ? DeviceStaging::CopyToDevice(data, host, bytes) : Status::Ok();
 }
 
-Status Worker::Barrier() { return client_.Barrier(proto::WORKER, DefaultDeadline()); }
+Status Worker::Barrier() {
+  // This worker's own push_pulls first: then, while it waits here, a round
+  // that lacks its push can never complete, and the servers (told by the
+  // scheduler) end the job naming it instead of waiting out the timeout.
+  SYNCLINE_RETURN_IF_ERROR(WaitForOperationsInFlight());
+  return client_.Barrier(proto::WORKER, DefaultDeadline());
+}
 
-Status Worker::Shutdown() {
+Status Worker::WaitForOperationsInFlight() {
   std::vector<std::shared_ptr<Operation>> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shutdown_) return *shutdown_;
-    shutdown_ = Status::Ok();
     for (auto& w : ops_)
       if (auto op = w.lock()) pending.push_back(op);
   }
@@ -309,6 +313,16 @@ Status Worker::Shutdown() {
     Status st = op->Wait(DefaultDeadline());
     if (!st.ok() && result.ok()) result = st;
   }
+  return result;
+}
+
+Status Worker::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_) return *shutdown_;
+    shutdown_ = Status::Ok();
+  }
+  Status result = WaitForOperationsInFlight();
   if (result.ok()) result = client_.health();
   if (timeline_) {
     Status written = timeline_->Write();

@@ -98,7 +98,8 @@ class Worker {
   // Copies `data` of worker `root` into `data` of every worker (blocking).
   // FailedPrecondition in async mode, leaving `data` untouched.
   Status Broadcast(TensorId id, void* data, int root);
-  // Waits until every worker reached this barrier.
+  // Waits for this worker's operations in flight, then until every worker
+  // reached this barrier.
   Status Barrier();
   // Waits for operations in flight, then tells the scheduler this worker is
   // done. Later calls return the first result.
@@ -140,6 +141,8 @@ class Worker {
   Status Start(const std::string& listen_address);
   void OnMessage(Message&& m);
   void FailAll(const Status& status);
+  // Waits (up to the request timeout) for every operation in flight; the first failure.
+  Status WaitForOperationsInFlight();
 
   // Wraps the caller's callback: counts the push_pull and its latency.
   Operation::DoneCallback Measured(Operation::DoneCallback on_done);

@@ -5,6 +5,7 @@ the same run, with the ratios the targets are stated in.
 
   bench/transport/run.py                       # tcp, ipc, ucx-tcp and shm; 1 and 2 workers
   bench/transport/run.py --transports tcp --runs 5 --markdown docs/transport-results.md
+  bench/transport/run.py --transports tcp,tcp+curve,shm,shm+curve --workers 1   # the cost of SYNCLINE_ENCRYPT
 
 Goodput counts a worker's tensor bytes once per direction: 2 * bytes / time of
 one push_pull (push and pull overlap per chunk). The raw reference is a
@@ -57,6 +58,10 @@ def syncline(bin_dir, transport, workers, sizes, seconds, partition_bytes=None):
     argv = [str(bin_dir / "pslaunch"), "--workers", str(workers), "--servers", "1", "--timeout", "600"]
     # Every process here shares one machine, so shared memory would carry the
     # payloads of every transport: only the "shm" runs use it.
+    # "+curve": the same with every connection encrypted (SYNCLINE_ENCRYPT=1, ZeroMQ's CURVE).
+    if transport.endswith("+curve"):
+        env["SYNCLINE_ENCRYPT"] = "1"
+        transport = transport[:-len("+curve")]
     env["SYNCLINE_SHM"] = "1" if transport == "shm" else "0"
     if transport == "shm":
         transport = "tcp"
@@ -115,7 +120,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default=os.environ.get("SYNCLINE_BUILD_DIR", ROOT / "build"), type=Path)
     ap.add_argument("--transports", default="tcp,ipc,ucx-tcp,shm",
-                    help="comma list of tcp, ipc, ucx (UCX_TLS as in the environment, else UCX's choice), ucx-tcp (UCX_TLS=tcp), shm")
+                    help="comma list of tcp, ipc, ucx (UCX_TLS as in the environment, else UCX's choice), ucx-tcp (UCX_TLS=tcp), shm; tcp+curve, ipc+curve, shm+curve: encrypted (SYNCLINE_ENCRYPT=1)")
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=1.5, help="time per size per run")
@@ -174,6 +179,12 @@ def main():
                 parts.append(f"64 MiB / 4 MiB goodput {g[64 * MIB] / g[4 * MIB]:.2f}")
             if parts:
                 lines.append(f"- {t}, {w} worker(s): " + "; ".join(parts))
+    for plain in ("tcp", "ipc", "shm"):
+        if plain in transports and plain + "+curve" in transports:
+            for w in worker_counts:
+                ratios = [medians[(plain + "+curve", w)][0][s] / medians[(plain, w)][0][s] for s in sizes]
+                lines.append(f"- encrypted (CURVE) vs plain {plain}, {w} worker(s), by size: " +
+                             ", ".join(f"{human(s)} {r:.2f}x" for s, r in zip(sizes, ratios)))
     if "shm" in transports and "tcp" in transports:
         for w in worker_counts:
             ratios = [medians[("shm", w)][0][s] / medians[("tcp", w)][0][s] for s in sizes if s >= MIB]

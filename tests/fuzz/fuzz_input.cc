@@ -18,7 +18,8 @@ constexpr proto::Op kOps[] = {proto::REGISTER,      proto::ADDRESS_BOOK, proto::
                               proto::HEARTBEAT,     proto::HEARTBEAT_ACK, proto::ABORT,     proto::FINISH,
                               proto::SHUTDOWN,      proto::DECLARE,      proto::DECLARE_REPLY, proto::WORKER_FINISHED,
                               proto::PUSH,          proto::PUSH_ACK,     proto::PULL,       proto::PULL_REPLY,
-                              proto::ERROR,         proto::OP_UNKNOWN};
+                              proto::ERROR,         proto::WORKER_AT_BARRIER, proto::PLACEMENT, proto::PLACEMENT_ACK,
+                              proto::OP_UNKNOWN};
 
 // Mostly small values (ids, ranks, keys, rounds that exist), sometimes any.
 uint64_t SmallOrAny(FuzzedDataProvider& in, uint64_t small) {
@@ -80,7 +81,8 @@ void FillBody(FuzzedDataProvider& in, proto::Header& h) {
     case proto::DECLARE:
       FillSpec(in, h.mutable_declare()->mutable_spec());
       break;
-    case proto::DECLARE_REPLY: {
+    case proto::DECLARE_REPLY:
+    case proto::PLACEMENT: {
       auto* r = h.mutable_declare_reply();
       r->set_tensor_id(static_cast<uint32_t>(SmallOrAny(in, 4)));
       r->set_name(in.ConsumeRandomLengthString(8));
@@ -95,6 +97,11 @@ void FillBody(FuzzedDataProvider& in, proto::Header& h) {
     }
     case proto::ERROR:
       h.mutable_error()->set_message(in.ConsumeRandomLengthString(40));
+      break;
+    case proto::WORKER_AT_BARRIER:
+      h.mutable_worker_at_barrier()->set_rank(SmallId(in));
+      h.mutable_worker_at_barrier()->set_sequence(SmallOrAny(in, 3));
+      h.mutable_worker_at_barrier()->set_waiting(in.ConsumeBool());
       break;
     case proto::WORKER_FINISHED:
       h.mutable_worker_finished()->set_rank(SmallId(in));

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   BufferPool pool(1 << 20);
   const int workers = in.ConsumeIntegralInRange(1, 4);
   KeyStoreOptions options{workers, in.ConsumeBool(), in.ConsumeBool(), nullptr, nullptr};
-  options.on_orphaned_round = [](uint64_t, uint64_t, int) {};
+  options.on_orphaned_round = [](uint64_t, uint64_t, int, Absence) {};
   KeyStore store(options, &engine, &pool);
   fuzz::CaptureEndpoint wire;  // checks each reply as a peer would receive it
   for (int i = 0; i < 64 && in.remaining_bytes() > 0; ++i) {

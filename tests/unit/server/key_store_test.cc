@@ -422,7 +422,7 @@ TEST_F(KeyStoreTest, KeysAreIndependent) {
 TEST_F(KeyStoreTest, RoundsAFinishedWorkerNeverPushedAreReported) {
   std::vector<std::tuple<uint64_t, uint64_t, int>> reported;
   KeyStoreOptions options{3, false, false, nullptr, nullptr};
-  options.on_orphaned_round = [&](uint64_t key, uint64_t round, int rank) { reported.emplace_back(key, round, rank); };
+  options.on_orphaned_round = [&](uint64_t key, uint64_t round, int rank, Absence) { reported.emplace_back(key, round, rank); };
   store_ = std::make_unique<KeyStore>(options, &engine_, &pool_);
   const std::vector<float> v = {1, 2, 3, 4};
   // Round 0: all three push. Round 1: ranks 0 and 1 push (rank 2 still busy).
@@ -443,10 +443,46 @@ TEST_F(KeyStoreTest, RoundsAFinishedWorkerNeverPushedAreReported) {
   EXPECT_EQ(std::get<1>(reported.back()), 2u);
 }
 
+// A worker at a barrier pushes nothing until it is released: rounds lacking
+// its push are reported as such while it waits there, and not after.
+TEST_F(KeyStoreTest, RoundsAWorkerAtABarrierLacksAreReportedUntilItIsReleased) {
+  std::vector<std::pair<int, Absence>> reported;
+  KeyStoreOptions options{2, false, false, nullptr, nullptr};
+  options.on_orphaned_round = [&](uint64_t, uint64_t, int rank, Absence why) { reported.emplace_back(rank, why); };
+  store_ = std::make_unique<KeyStore>(options, &engine_, &pool_);
+  const std::vector<float> v = {1, 2, 3, 4};
+  DoPush(Push(0, 0, v), 0);
+  store_->MarkAtBarrier(1, 7);
+  store_->CheckOrphanedRounds(kKey);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported[0].first, 1);
+  EXPECT_EQ(reported[0].second.kind, Absence::kAtBarrier);
+  EXPECT_EQ(reported[0].second.barrier_sequence, 7u);
+  EXPECT_TRUE(store_->StillOrphaned(kKey, 0, 1, reported[0].second));
+  EXPECT_FALSE(store_->StillOrphaned(kKey, 0, 1, Absence{Absence::kAtBarrier, 8})) << "another barrier";
+  EXPECT_FALSE(store_->StillOrphaned(kKey, 0, 0, reported[0].second)) << "rank 0 pushed and is not absent";
+  store_->ClearBarrier(6);  // another barrier: rank 1 still waits at 7
+  EXPECT_TRUE(store_->StillOrphaned(kKey, 0, 1, reported[0].second));
+  store_->ClearBarrier(7);
+  EXPECT_FALSE(store_->StillOrphaned(kKey, 0, 1, reported[0].second));
+  reported.clear();
+  store_->CheckOrphanedRounds(kKey);
+  EXPECT_TRUE(reported.empty());
+  DoPush(Push(0, 1, v), 1);  // released: it pushes, the round completes
+  EXPECT_FALSE(store_->StillOrphaned(kKey, 0, 1, Absence{Absence::kAtBarrier, 7}));
+  // A finished worker stays finished whatever barrier notes come later.
+  store_->MarkFinished(1);
+  store_->MarkAtBarrier(1, 9);
+  store_->ClearBarrier(9);
+  DoPush(Push(1, 0, v), 0);
+  ASSERT_FALSE(reported.empty());
+  EXPECT_EQ(reported.back().second.kind, Absence::kFinished);
+}
+
 TEST_F(KeyStoreTest, NothingIsReportedWhileEveryWorkerRuns) {
   int reported = 0;
   KeyStoreOptions options{2, false, false, nullptr, nullptr};
-  options.on_orphaned_round = [&](uint64_t, uint64_t, int) { ++reported; };
+  options.on_orphaned_round = [&](uint64_t, uint64_t, int, Absence) { ++reported; };
   store_ = std::make_unique<KeyStore>(options, &engine_, &pool_);
   const std::vector<float> v = {1, 2, 3, 4};
   DoPush(Push(0, 0, v), 0);

@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <future>
+#include <map>
 
 #include "scheduler/scheduler.h"
 #include "transport/loopback/loopback_network.h"
@@ -121,6 +122,35 @@ class ServerTest : public ::testing::Test {
     server_id_ = servers[0].id();
     EXPECT_EQ(servers[0].address(), kServerAddress);
     for (auto& w : workers_) ASSERT_TRUE(w->endpoint->Connect(server_id_, kServerAddress).ok());
+    // The server takes requests only for keys of declared tensors: the tests'
+    // keys are those of tensors "k<n>" both workers declare.
+    for (uint64_t n : {1, 7, 9}) DeclareKey(n, 1 + (n == 7));
+    DeclareKey(42, 3);
+    for (uint64_t n = 1000; n < 1064; ++n) DeclareKey(n, 256);
+  }
+
+  // Declares tensor "k<n>" of `floats` elements on both workers; Key(n) is then its one chunk's key.
+  void DeclareKey(uint64_t n, uint64_t floats) {
+    proto::TensorSpec spec;
+    spec.set_name("k" + std::to_string(n));
+    spec.set_dtype(proto::FLOAT32);
+    spec.set_num_elements(floats);
+    spec.set_partition_bytes(1 << 20);
+    std::vector<std::future<Result<proto::DeclareReply>>> replies;
+    for (auto& w : workers_)
+      replies.push_back(std::async(std::launch::async, [&w, spec] { return w->client->Declare(spec, Deadline::AfterMs(5000)); }));
+    for (auto& r : replies) {
+      auto reply = r.get();
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      ASSERT_EQ(reply->chunks_size(), 1);
+      keys_[n] = reply->chunks(0).key();
+    }
+  }
+  uint64_t Key(uint64_t n) { return keys_.at(n); }
+  uint64_t NameOf(uint64_t key) {
+    for (const auto& [n, k] : keys_)
+      if (k == key) return n;
+    return 0;
   }
 
   void TearDown() override {
@@ -150,24 +180,25 @@ class ServerTest : public ::testing::Test {
   std::future<Status> scheduler_run_, server_run_;
   std::vector<std::unique_ptr<FakeWorker>> workers_;
   int32_t server_id_ = -1;
+  std::map<uint64_t, uint64_t> keys_;  // n -> the key of tensor "k<n>"
 };
 
 TEST_F(ServerTest, SumsPushesAndRepliesToEachWorkerThenShutsDownCleanly) {
   for (uint64_t round = 0; round < 3; ++round) {
-    ASSERT_TRUE(Send(0, PushOf(42, round, id(0), {1, 2, 3}, 100 + round)).ok());
-    ASSERT_TRUE(Send(1, PushOf(42, round, id(1), {10, 20, float(round)}, 200 + round)).ok());
+    ASSERT_TRUE(Send(0, PushOf(Key(42), round, id(0), {1, 2, 3}, 100 + round)).ok());
+    ASSERT_TRUE(Send(1, PushOf(Key(42), round, id(1), {10, 20, float(round)}, 200 + round)).ok());
     for (int r = 0; r < 2; ++r) {
       ASSERT_TRUE(workers_[r]->WaitForReplies(round + 1)) << "worker " << r << " round " << round;
       Message reply = workers_[r]->Reply(round);
       EXPECT_EQ(reply.header.op(), proto::PULL_REPLY);
       EXPECT_EQ(reply.header.sender(), server_id_) << "replies carry the server's node id";
-      EXPECT_EQ(reply.header.key(), 42u);
+      EXPECT_EQ(reply.header.key(), Key(42));
       EXPECT_EQ(reply.header.round(), round);
       EXPECT_EQ(reply.header.request_id(), (r == 0 ? 100u : 200u) + round);
       EXPECT_EQ(Floats(reply), (std::vector<float>{11, 22, 3.0f + round}));
     }
   }
-  EXPECT_EQ(server_->key_store().num_keys(), 1u);
+  EXPECT_EQ(server_->key_store().num_keys(), 1u) << "only the key pushed to is held";
 
   for (auto& w : workers_) ASSERT_TRUE(w->client->Finish().ok());
   ASSERT_TRUE(Ready(server_run_, 5000)) << "the server did not end on the scheduler's shutdown";
@@ -179,15 +210,15 @@ TEST_F(ServerTest, SumsPushesAndRepliesToEachWorkerThenShutsDownCleanly) {
 }
 
 TEST_F(ServerTest, BadPushGetsAnErrorReplyAndTheKeyKeepsWorking) {
-  ASSERT_TRUE(Send(0, PushOf(7, 0, id(0), {1, 2}, 1)).ok());
-  ASSERT_TRUE(Send(1, PushOf(7, 0, id(1), {1, 2, 3}, 2)).ok());  // wrong size
+  ASSERT_TRUE(Send(0, PushOf(Key(7), 0, id(0), {1, 2}, 1)).ok());
+  ASSERT_TRUE(Send(1, PushOf(Key(7), 0, id(1), {1, 2, 3}, 2)).ok());  // wrong size
   ASSERT_TRUE(workers_[1]->WaitForReplies(1));
   Message err = workers_[1]->Reply(0);
   EXPECT_EQ(err.header.op(), proto::ERROR);
   EXPECT_EQ(err.header.request_id(), 2u);
   EXPECT_EQ(err.header.sender(), server_id_);
   EXPECT_THAT(err.header.error().message(), HasSubstr("push of 12 bytes to a key of 8 bytes"));
-  ASSERT_TRUE(Send(1, PushOf(7, 0, id(1), {5, 5}, 3)).ok());
+  ASSERT_TRUE(Send(1, PushOf(Key(7), 0, id(1), {5, 5}, 3)).ok());
   ASSERT_TRUE(workers_[0]->WaitForReplies(1));
   ASSERT_TRUE(workers_[1]->WaitForReplies(2));
   EXPECT_EQ(Floats(workers_[0]->Reply(0)), (std::vector<float>{6, 7}));
@@ -200,12 +231,12 @@ TEST_F(ServerTest, TrafficFromStrangersIsIgnored) {
   std::atomic<int> got{0};
   ASSERT_TRUE(stranger->Listen("loop://stranger", [&](Message&&) { ++got; }).ok());
   ASSERT_TRUE(stranger->Connect(1, kServerAddress).ok());
-  ASSERT_TRUE(stranger->Send(1, PushOf(9, 0, 999, {1}, 1), Deadline::AfterMs(1000)).ok());
+  ASSERT_TRUE(stranger->Send(1, PushOf(Key(9), 0, 999, {1}, 1), Deadline::AfterMs(1000)).ok());
   // A worker impersonated by a wrong sender id is not a worker either.
-  ASSERT_TRUE(Send(0, PushOf(9, 0, 12345, {1}, 2)).ok());
+  ASSERT_TRUE(Send(0, PushOf(Key(9), 0, 12345, {1}, 2)).ok());
   // Then the job goes on normally.
-  ASSERT_TRUE(Send(0, PushOf(9, 0, id(0), {1}, 3)).ok());
-  ASSERT_TRUE(Send(1, PushOf(9, 0, id(1), {2}, 4)).ok());
+  ASSERT_TRUE(Send(0, PushOf(Key(9), 0, id(0), {1}, 3)).ok());
+  ASSERT_TRUE(Send(1, PushOf(Key(9), 0, id(1), {2}, 4)).ok());
   ASSERT_TRUE(workers_[0]->WaitForReplies(1));
   ASSERT_TRUE(workers_[1]->WaitForReplies(1));
   EXPECT_EQ(Floats(workers_[0]->Reply(0)), (std::vector<float>{3})) << "a stranger's push was counted";
@@ -221,27 +252,49 @@ TEST_F(ServerTest, ForgedPushesInAWorkersNameAreDroppedAndTheSumsStayExact) {
   auto forger = net_.CreateEndpoint();
   ASSERT_TRUE(forger->Listen("loop://forger", [](Message&&) {}).ok());
   ASSERT_TRUE(forger->Connect(server_id_, kServerAddress).ok());
-  ASSERT_TRUE(forger->Send(server_id_, PushOf(9, 0, id(0), {100}, 1), Deadline::AfterMs(1000)).ok());
+  ASSERT_TRUE(forger->Send(server_id_, PushOf(Key(9), 0, id(0), {100}, 1), Deadline::AfterMs(1000)).ok());
   KeyRing own;
   own.SetPeerKey(server_id_, RandomKey());
-  Message signed_forgery = PushOf(9, 0, id(0), {1000}, 2);
+  Message signed_forgery = PushOf(Key(9), 0, id(0), {1000}, 2);
   ASSERT_TRUE(own.Sign(server_id_, &signed_forgery.header).ok());
   ASSERT_TRUE(forger->Send(server_id_, std::move(signed_forgery), Deadline::AfterMs(1000)).ok());
   auto* worker0 = dynamic_cast<AuthenticatedEndpoint*>(workers_[0]->endpoint.get());
   ASSERT_NE(worker0, nullptr);
-  Message real = PushOf(9, 0, id(0), {1}, 3);
+  Message real = PushOf(Key(9), 0, id(0), {1}, 3);
   ASSERT_TRUE(worker0->keys().Sign(server_id_, &real.header).ok());
   ASSERT_TRUE(forger->Send(server_id_, real, Deadline::AfterMs(1000)).ok());  // the first copy counts
   ASSERT_TRUE(forger->Send(server_id_, real, Deadline::AfterMs(1000)).ok());  // its replay does not
-  ASSERT_TRUE(Send(1, PushOf(9, 0, id(1), {2}, 4)).ok());
+  ASSERT_TRUE(Send(1, PushOf(Key(9), 0, id(1), {2}, 4)).ok());
   ASSERT_TRUE(workers_[1]->WaitForReplies(1));
   EXPECT_EQ(Floats(workers_[1]->Reply(0)), (std::vector<float>{3})) << "a forged push was summed";
   // Round 1 goes on normally from both workers.
-  ASSERT_TRUE(Send(0, PushOf(9, 1, id(0), {5}, 5)).ok());
-  ASSERT_TRUE(Send(1, PushOf(9, 1, id(1), {6}, 6)).ok());
+  ASSERT_TRUE(Send(0, PushOf(Key(9), 1, id(0), {5}, 5)).ok());
+  ASSERT_TRUE(Send(1, PushOf(Key(9), 1, id(1), {6}, 6)).ok());
   ASSERT_TRUE(workers_[1]->WaitForReplies(2));
   EXPECT_EQ(Floats(workers_[1]->Reply(1)), (std::vector<float>{11}));
   forger->Close();
+}
+
+TEST_F(ServerTest, RequestsForKeysNoDeclaredTensorHasAreRefusedAndHoldNothing) {
+  uint64_t undeclared = 1;
+  while (NameOf(undeclared) != 0) ++undeclared;
+  ASSERT_TRUE(Send(0, PushOf(undeclared, 0, id(0), std::vector<float>(1024, 1.0f), 1)).ok());
+  Message pull = MakeMessage(proto::PULL, id(1));
+  pull.header.set_key(undeclared + 1000000);
+  pull.header.set_dtype(proto::FLOAT32);
+  pull.header.set_request_id(2);
+  ASSERT_TRUE(Send(1, std::move(pull)).ok());
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(workers_[r]->WaitForReplies(1));
+    Message err = workers_[r]->Reply(0);
+    EXPECT_EQ(err.header.op(), proto::ERROR);
+    EXPECT_THAT(err.header.error().message(), HasSubstr("not placed on this server"));
+  }
+  EXPECT_EQ(server_->key_store().num_keys(), 0u);
+  // A declared key at another size than declared is refused as well.
+  ASSERT_TRUE(Send(0, PushOf(Key(42), 0, id(0), {1, 2}, 3)).ok());
+  ASSERT_TRUE(workers_[0]->WaitForReplies(2));
+  EXPECT_THAT(workers_[0]->Reply(1).header.error().message(), HasSubstr("push of 8 bytes to a key of 12 bytes"));
 }
 
 TEST_F(ServerTest, ManyKeysConcurrentlyFromBothWorkers) {
@@ -250,7 +303,7 @@ TEST_F(ServerTest, ManyKeysConcurrentlyFromBothWorkers) {
     return std::async(std::launch::async, [this, rank] {
       for (int k = 0; k < kKeys; ++k) {
         std::vector<float> v(256, static_cast<float>(rank + 1) * (k + 1));
-        Status st = Send(rank, PushOf(1000 + k, 0, id(rank), v, k));
+        Status st = Send(rank, PushOf(Key(1000 + k), 0, id(rank), v, k));
         if (!st.ok()) return st;
       }
       return Status::Ok();
@@ -263,7 +316,7 @@ TEST_F(ServerTest, ManyKeysConcurrentlyFromBothWorkers) {
   for (int i = 0; i < kKeys; ++i) {
     Message m = workers_[0]->Reply(i);
     ASSERT_EQ(m.header.op(), proto::PULL_REPLY);
-    const int k = static_cast<int>(m.header.key()) - 1000;
+    const int k = static_cast<int>(NameOf(m.header.key())) - 1000;
     auto v = Floats(m);
     ASSERT_EQ(v.size(), 256u);
     EXPECT_EQ(v[0], 3.0f * (k + 1));
@@ -274,8 +327,8 @@ TEST_F(ServerTest, ManyKeysConcurrentlyFromBothWorkers) {
 
 TEST_F(ServerTest, RequestStopAbortsTheJob) {
   // A first round trip proves the server has joined (its replies need its id).
-  ASSERT_TRUE(Send(0, PushOf(1, 0, id(0), {1}, 1)).ok());
-  ASSERT_TRUE(Send(1, PushOf(1, 0, id(1), {1}, 2)).ok());
+  ASSERT_TRUE(Send(0, PushOf(Key(1), 0, id(0), {1}, 1)).ok());
+  ASSERT_TRUE(Send(1, PushOf(Key(1), 0, id(1), {1}, 2)).ok());
   ASSERT_TRUE(workers_[0]->WaitForReplies(1));
   server_->RequestStop("server drained by operator");
   ASSERT_TRUE(Ready(server_run_, 5000));

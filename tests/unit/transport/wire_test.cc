@@ -147,7 +147,7 @@ TEST(WireTest, RoundTripPreservesEveryHeaderField) {
 
 TEST(WireTest, RejectsUnknownOps) {
   ExpectRejected(MakeMessage(proto::OP_UNKNOWN, 1), "unknown op 0");
-  ExpectRejected(MakeMessage(static_cast<proto::Op>(15), 1), "unknown op 15");
+  ExpectRejected(MakeMessage(static_cast<proto::Op>(19), 1), "unknown op 19");
   ExpectRejected(MakeMessage(static_cast<proto::Op>(1000), 1), "unknown op 1000");
   // Raw bytes: field 1 (op) = 99 as a varint.
   const char bytes[] = {0x08, 0x63};
