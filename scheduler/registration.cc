@@ -98,13 +98,23 @@ void Scheduler::AssignRanksAndPublish() {
   self->set_role(proto::SCHEDULER);
   for (auto& [id, n] : nodes_) *book.add_nodes() = n.info;
   published_ = true;
+  std::vector<std::pair<int32_t, Message>> books;
   for (auto& [id, n] : nodes_) {
     Message m = MakeMessage(proto::ADDRESS_BOOK, kSchedulerId);
     *m.header.mutable_address_book() = book;
     m.header.mutable_address_book()->set_your_id(id);
     if (keys_) m.header.mutable_address_book()->set_sealed_keys(SealedPeerKeys(id));
-    SendTo(id, std::move(m));
+    // A header over the limit would be dropped by its receiver, leaving the
+    // job to its startup timeout: say so now instead.
+    const size_t bytes = m.header.ByteSizeLong() + 64;  // + the auth stamp
+    if (bytes > kMaxHeaderBytes)
+      return AbortJob("the job's address book (" + std::to_string(nodes_.size()) + " nodes) is " +
+                          std::to_string(bytes) + " bytes, over the " + std::to_string(kMaxHeaderBytes) +
+                          "-byte header limit: run fewer workers and servers per job",
+                      -1);
+    books.emplace_back(id, std::move(m));
   }
+  for (auto& [id, m] : books) SendTo(id, std::move(m));
   SYNCLINE_LOG_INFO("all {} workers and {} servers registered; address book sent", settings_.num_workers,
                     settings_.num_servers);
 }

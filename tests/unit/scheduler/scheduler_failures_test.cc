@@ -175,3 +175,31 @@ TEST_F(SchedulerTest, LostSchedulerMakesClientsAbort) {
 
 }  // namespace
 }  // namespace syncline
+
+namespace syncline {
+namespace {
+
+using namespace scheduler_testing;
+
+TEST_F(SchedulerTest, AnAddressBookOverTheHeaderLimitAbortsTheJobSayingSo) {
+  // Five nodes with 300 KB addresses: each registration fits a header, the
+  // address book listing all of them does not.
+  Settings s = JobSettings(4, 1);
+  StartScheduler(s);
+  std::vector<Node*> nodes;
+  for (int i = 0; i < 5; ++i)
+    nodes.push_back(&AddNode(std::string(300000, 'a' + i), i < 4 ? Role::kWorker : Role::kServer, s));
+  std::vector<std::future<Status>> joins;
+  for (Node* n : nodes) joins.push_back(JoinAsync(*n));
+  for (auto& j : joins) {
+    ASSERT_TRUE(Ready(j, 10000)) << "a node waited for an address book it could not receive";
+    Status st = j.get();
+    EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString().substr(0, 300);
+    EXPECT_THAT(st.message(), HasSubstr("header limit"));
+  }
+  Status st = RunResult();
+  EXPECT_THAT(st.message(), HasSubstr("address book (5 nodes)"));
+}
+
+}  // namespace
+}  // namespace syncline
