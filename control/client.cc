@@ -78,32 +78,49 @@ Status SchedulerClient::WaitForJobStart() {
   // is missing, the scheduler's abort, which names it, arrives first.
   const Deadline deadline = Deadline::AfterMs(settings_.startup_timeout_ms + kStartupGraceMs);
   const std::string what = "waiting for the scheduler at " + scheduler_address_ + " to start the job";
-  std::string reachability;
+  const auto beat = Millis(std::max(1, settings_.heartbeat_interval_ms));
+  auto next_report = Clock::now() + kStartupReportEvery;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    // Waited in slices: between them, whether the scheduler's address accepts
-    // connections at all tells a scheduler that is not there (or not yet) from
-    // one still waiting for other nodes.
-    const Deadline slice(std::min(deadline.at(), Clock::now() + kStartupReportEvery));
+    // Waited in slices. With a token, the node heartbeats the scheduler
+    // meanwhile (naming its registration nonce): its answers tell a scheduler
+    // waiting for other nodes from one that stopped. Every report interval,
+    // whether its address accepts connections at all tells a scheduler that
+    // is not there (or not yet).
+    const Deadline slice(std::min({deadline.at(), Clock::now() + beat, next_report}));
     Status st = WaitLocked(lock, slice, what, [&] { return book_.has_value(); });
     if (st.ok()) break;
     if (st.code() != StatusCode::kDeadlineExceeded) return st;
+    if (!deadline.Expired() && Clock::now() < next_report) {
+      if (keys_ == nullptr) continue;
+      lock.unlock();
+      (void)Send(MakeMessage(proto::HEARTBEAT, -1));
+      lock.lock();
+      continue;
+    }
+    next_report = Clock::now() + kStartupReportEvery;
     lock.unlock();
-    reachability = DescribeReachability(scheduler_address_);
+    const std::string reachability = DescribeReachability(scheduler_address_);
     lock.lock();
     if (book_.has_value()) break;
-    const std::string probe = reachability.empty() ? "" : " (its address: " + reachability + ")";
+    const bool answers = keys_ != nullptr && last_heard_ != Clock::time_point{} &&
+                         Clock::now() - last_heard_ < Millis(settings_.heartbeat_timeout_ms);
+    const std::string probe = answers              ? " (it answers this node)"
+                              : reachability.empty() ? ""
+                                                     : " (its address: " + reachability + ")";
     if (deadline.Expired()) {
-      return DeadlineExceeded(
-          "the scheduler at " + scheduler_address_ + " did not start the job within " +
-          std::to_string(settings_.startup_timeout_ms) + " ms" + probe +
-          (reachability == "accepts connections"
-               ? ": not every worker and server registered (the scheduler's log names those that did)"
-               : ": check that it runs and that SYNCLINE_SCHEDULER_ADDRESS/SYNCLINE_SCHEDULER_PORT (or "
-                 "DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT) name it") +
-          (keys_ != nullptr ? "; a node whose SYNCLINE_JOB_TOKEN (or SYNCLINE_ENCRYPT) differs from the "
-                              "scheduler's is not heard at all, so check that this node has the job's settings"
-                            : ""));
+      std::string cause =
+          answers ? ": not every worker and server registered (the scheduler's log names those that did)"
+          : reachability != "accepts connections"
+              ? ": check that it runs and that SYNCLINE_SCHEDULER_ADDRESS/SYNCLINE_SCHEDULER_PORT (or "
+                "DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT) name it"
+          : keys_ != nullptr ? ": it accepts connections but has not answered this node (stopped or overloaded?)"
+                             : ": not every worker and server registered (the scheduler's log names those that did)";
+      if (keys_ != nullptr && !answers)
+        cause += "; a node whose SYNCLINE_JOB_TOKEN (or SYNCLINE_ENCRYPT) differs from the scheduler's is not heard "
+                 "at all, so check that this node has the job's settings";
+      return DeadlineExceeded("the scheduler at " + scheduler_address_ + " did not start the job within " +
+                              std::to_string(settings_.startup_timeout_ms) + " ms" + probe + cause);
     }
     SYNCLINE_LOG_WARN("no word yet from the scheduler at {}{}; waiting up to {} s more", scheduler_address_, probe,
                       deadline.RemainingMs() / 1000);

@@ -21,4 +21,15 @@ Counter& RoundsCompleted(MetricsRegistry& registry) {
                              "Worker: push_pulls finished; server: rounds of a key whose sum was complete");
 }
 
+void AddDroppedMessages(MetricsRegistry& registry, std::function<std::pair<uint64_t, uint64_t>()> counts) {
+  registry.AddCollector(
+      "syncline_dropped_messages_total", "Messages this node's endpoint dropped on receipt, by reason",
+      [counts = std::move(counts)] {
+        const auto [malformed, unauthenticated] = counts();
+        return std::vector<std::pair<MetricLabels, double>>{{{{"reason", "malformed"}}, double(malformed)},
+                                                            {{{"reason", "unauthenticated"}}, double(unauthenticated)}};
+      },
+      /*counter=*/true);
+}
+
 }  // namespace syncline

@@ -3,7 +3,9 @@
 // lists every family).
 #pragma once
 
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "metrics/registry.h"
 
@@ -23,6 +25,11 @@ struct TrafficCounters {
 // syncline_errors_total{kind=...}: messages rejected or dropped and
 // operations failed, by kind.
 Counter& ErrorCounter(MetricsRegistry& registry, const std::string& kind);
+
+// syncline_dropped_messages_total{reason="malformed"|"unauthenticated"}: what
+// a node's endpoint dropped on receipt; `counts` returns {malformed,
+// unauthenticated} (from EndpointStats) at each scrape.
+void AddDroppedMessages(MetricsRegistry& registry, std::function<std::pair<uint64_t, uint64_t>()> counts);
 
 // syncline_rounds_completed_total: a worker's finished push_pulls, a
 // server's completed (summed) rounds of a key.

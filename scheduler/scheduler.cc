@@ -46,6 +46,7 @@ void Scheduler::AddMetrics() {
   using Series = std::vector<std::pair<MetricLabels, double>>;
   AddProcessMetrics(metrics_);
   AddNodeInfo(metrics_, "scheduler", -1);
+  AddDroppedMessages(metrics_, [this] { const EndpointStats s = endpoint_->stats(); return std::pair{s.messages_malformed(), s.messages_unauthenticated}; });
   metrics_.AddCollector("syncline_heartbeat_age_seconds", "Time since the scheduler last heard from each peer", [this] {
     Series series;
     std::lock_guard<std::mutex> lock(mu_);
@@ -115,7 +116,11 @@ void Scheduler::Handle(Message&& m) {
   switch (m.header.op()) {
     case proto::REGISTER: return OnRegister(m);
     case proto::HEARTBEAT:
-      if (nodes_.count(sender)) SendTo(sender, MakeMessage(proto::HEARTBEAT_ACK, kSchedulerId));
+      if (nodes_.count(sender)) return SendTo(sender, MakeMessage(proto::HEARTBEAT_ACK, kSchedulerId));
+      // A registered node waiting for the address book names its nonce.
+      if (sender < 0 && keys_)
+        for (auto& [id, n] : nodes_)
+          if (n.nonce == m.header.auth().nonce()) return SendTo(id, MakeMessage(proto::HEARTBEAT_ACK, kSchedulerId));
       return;
     case proto::BARRIER: return OnBarrier(m);
     case proto::DECLARE: return OnDeclare(m);

@@ -4,6 +4,7 @@
 
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "metrics/common_metrics.h"
 #include "metrics/process_metrics.h"
 #include "transport/factory.h"
 #include "transport/node_endpoint.h"
@@ -54,6 +55,7 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
       if (c.server_id() == client_.my_id()) store_.Place(c.key(), c.length_bytes());
   });
   AddProcessMetrics(metrics_);
+  AddDroppedMessages(metrics_, [this] { const EndpointStats s = endpoint_->stats(); return std::pair{s.messages_malformed(), s.messages_unauthenticated}; });
   metrics_.AddCollector("syncline_keys", "Keys this server holds",
                         [this] { return std::vector<std::pair<MetricLabels, double>>{{{}, double(store_.num_keys())}}; });
 }

@@ -37,6 +37,7 @@ struct EndpointStats {
   // Well-formed but not proven to come from the node it names (a job with a
   // token: control/authenticated_endpoint.h); also counted as rejected.
   uint64_t messages_unauthenticated = 0;
+  uint64_t messages_malformed() const { return messages_rejected - messages_unauthenticated; }
   uint64_t payload_bytes_sent = 0;
   uint64_t payload_bytes_received = 0;
 };

@@ -52,6 +52,7 @@ Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, con
       cuda_(CudaDevicesPresent()) {
   chunk_scheduler_->Start([this](ChunkTask&& chunk) { kv_.Send(std::move(chunk)); });
   AddProcessMetrics(*metrics_);
+  AddDroppedMessages(*metrics_, [this] { const EndpointStats s = endpoint_->stats(); return std::pair{s.messages_malformed(), s.messages_unauthenticated}; });
   AddSchedulerMetrics();
 }
 

@@ -272,6 +272,8 @@ TEST_F(ServerTest, ForgedPushesInAWorkersNameAreDroppedAndTheSumsStayExact) {
   ASSERT_TRUE(Send(1, PushOf(Key(9), 1, id(1), {6}, 6)).ok());
   ASSERT_TRUE(workers_[1]->WaitForReplies(2));
   EXPECT_EQ(Floats(workers_[1]->Reply(1)), (std::vector<float>{11}));
+  // Dropped, and counted where an operator sees it.
+  EXPECT_THAT(server_->metrics().Render(), HasSubstr("syncline_dropped_messages_total{reason=\"unauthenticated\"} 3"));
   forger->Close();
 }
 
