@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <zmq.hpp>
 
 #include "syncline/config.h"
@@ -295,8 +296,12 @@ void EndpointConformance::SetUp() {
 }
 
 void EndpointConformance::TearDown() {
-  for (auto* node : {&a_, &b_})
-    if (*node && (*node)->endpoint) (*node)->endpoint->Close();
+  // Both at once: a Close may take a poll interval or a drain timeout.
+  std::thread close_a([this] {
+    if (a_ && a_->endpoint) a_->endpoint->Close();
+  });
+  if (b_ && b_->endpoint) b_->endpoint->Close();
+  close_a.join();
   a_.reset();
   b_.reset();
 }

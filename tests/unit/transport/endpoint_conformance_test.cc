@@ -116,7 +116,7 @@ TEST_P(Conformance, ReceivedFramesAreWritableExactlyWhereTheBackendSaysSo) {
 
 TEST_P(Conformance, LargeFramesArriveIntactAndInOrder) {
   StartPair();
-  const Buffer big = Pattern(size_t{64} << 20, 4);
+  static const Buffer big = Pattern(size_t{64} << 20, 4);  // made once for every backend
   ASSERT_TRUE(a_->Send(2, Push(1, {big}), Soon()).ok());
   ASSERT_TRUE(a_->Send(2, Push(2, {Pattern(16, 2)}), Soon()).ok());  // must not overtake it
   const Buffer back1 = Pattern(size_t{8} << 20, 3), back2 = Pattern(size_t{8} << 20, 5);
