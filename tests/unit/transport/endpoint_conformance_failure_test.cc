@@ -134,14 +134,17 @@ TEST_P(Conformance, SendToAStuckPeerReturnsByItsDeadlineAndLosesNothingItAccepte
   std::vector<Message> got = b_->in.TakeAll();
   ASSERT_EQ(got.size(), accepted.size()) << "a message whose Send failed must not arrive";
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].header.request_id(), accepted[i]);
+  if (!last.ok()) {
+    EXPECT_EQ(last.code(), StatusCode::kDeadlineExceeded) << last.ToString();
+    return;  // pushed back (even a backend that does not bound its queue may, for a moment, on a busy machine)
+  }
   if (!contract().pushes_back_when_stuck) {
-    ASSERT_TRUE(last.ok());
     GTEST_SKIP() << "FINDING (" << GetParam().name << "): a peer whose Receiver is stuck never pushes back: "
                  << accepted.size() << " sends of 64 KiB all succeeded and queue without bound "
                  << (GetParam().name == "loopback" ? "in the receiver's in-process inbox"
                                                    : "in the receiver's ZeroMQ ROUTER (rcvhwm 0)");
   }
-  EXPECT_EQ(last.code(), StatusCode::kDeadlineExceeded) << last.ToString();
+  ADD_FAILURE() << accepted.size() << " sends to a stuck peer all succeeded; the backend says it pushes back";
 }
 
 TEST_P(Conformance, CloseStopsReceiverCallsAndIsIdempotent) {
