@@ -138,6 +138,11 @@ class ZmqRawPeer : public RawPeer {
 class ZmqBackend : public Backend {
  public:
   explicit ZmqBackend(std::string transport) : transport_(std::move(transport)) {}
+  // ZeroMQ leaves an ipc:// socket file behind when its endpoint closes; the
+  // test removes the ones it named (every endpoint is gone by now).
+  ~ZmqBackend() override {
+    for (const std::string& path : ipc_paths_) unlink(path.c_str());
+  }
   Contract contract() const override {
     Contract c;
     // The ROUTER's receive queue is unbounded (rcvhwm 0): a stuck Receiver
@@ -159,10 +164,14 @@ class ZmqBackend : public Backend {
   std::unique_ptr<RawPeer> Raw(const std::string& address) override { return std::make_unique<ZmqRawPeer>(address); }
 
  private:
-  static std::string FreshIpc() {
-    return "ipc:///tmp/syncline-conformance-" + std::to_string(getpid()) + "-" + std::to_string(Counter()) + ".sock";
+  std::string FreshIpc() {
+    const std::string path =
+        "/tmp/syncline-conformance-" + std::to_string(getpid()) + "-" + std::to_string(Counter()) + ".sock";
+    ipc_paths_.push_back(path);
+    return "ipc://" + path;
   }
   std::string transport_;
+  std::vector<std::string> ipc_paths_;
 };
 
 // ---- shared memory (ShmEndpoint over zmq tcp, peers colocated) ----
