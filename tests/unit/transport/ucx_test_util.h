@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/transport/ucx_scoped_tls.h"
 #include "transport/ucx/ucx_endpoint.h"
 #include "tests/unit/transport/messages.h"
 #include "transport/wire.h"
@@ -19,29 +20,6 @@
 namespace syncline::testing {
 
 inline Deadline Soon() { return Deadline::AfterMs(10000); }
-
-// Sets UCX_TLS for the endpoints a test creates (UCX reads it per context).
-class ScopedTls {
- public:
-  explicit ScopedTls(const std::string& tls) {
-    if (const char* old = std::getenv("UCX_TLS")) old_ = old;
-    if (tls == "default") {
-      unsetenv("UCX_TLS");
-    } else {
-      setenv("UCX_TLS", tls.c_str(), 1);
-    }
-  }
-  ~ScopedTls() {
-    if (old_) {
-      setenv("UCX_TLS", old_->c_str(), 1);
-    } else {
-      unsetenv("UCX_TLS");
-    }
-  }
-
- private:
-  std::optional<std::string> old_;
-};
 
 inline std::unique_ptr<Endpoint> NewEndpoint(const UcxOptions& options = {}) {
   auto e = CreateUcxEndpoint(options);
