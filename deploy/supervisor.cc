@@ -97,6 +97,13 @@ JobOutcome Supervisor::Run(std::vector<SupervisedProcess> processes) {
       std::string reason = failed->info.label + " " + failed->process->Poll()->Describe();
       int code = failed->process->Poll()->ShellCode();
       Notice(reason);
+      // The others usually fail on their own moments later (the job was
+      // aborted): let them, and relay why, before stopping what is left.
+      const Deadline settle = Deadline::After(options_.settle);
+      while (!AllReaped() && !settle.Expired() && !StopRequested()) {
+        relay_.PollOnce(PollTimeoutMs(options_.poll_interval, &settle)).ok();
+        ReapEnded();
+      }
       StopAll();
       return Finish(JobEnd::kProcessFailed, code, reason);
     }

@@ -1,8 +1,10 @@
 // Supervisor: starts the processes of a job, relays their output, and decides
 // how the job ends. The policy (what pslaunch promises its user):
-//   - any process exiting non-zero or by a signal fails the job: it is named,
-//     every other process group gets SIGTERM, then SIGKILL after `grace`, and
-//     the job's exit code is that process's (128 + signal when signalled);
+//   - any process exiting non-zero or by a signal fails the job: it is named;
+//     the others get `settle` to end by themselves (a job-wide abort reaches
+//     every process, which then says why in its own words); then every group
+//     left gets SIGTERM, then SIGKILL after `grace`, and the job's exit code is
+//     that first process's (128 + signal when signalled);
 //   - when every primary process (the workers) has exited 0, the others (the
 //     scheduler and servers) have `grace` to exit by themselves; exiting 0 they
 //     make the job succeed (0), still running they are stopped and it fails (1);
@@ -32,6 +34,9 @@ struct SupervisorOptions {
   // SIGTERM -> SIGKILL delay, and how long the non-primary processes may take
   // to exit after the primaries are done. Default 5 s.
   Millis grace{5000};
+  // After a process failed, how long the others may take to end by
+  // themselves before they are stopped. Default 1 s.
+  Millis settle{1000};
   // Wall-clock limit of the whole job; zero = none.
   Millis timeout{0};
   // How often exits and stop requests are looked at while output is quiet.

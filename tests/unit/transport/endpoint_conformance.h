@@ -95,10 +95,11 @@ std::vector<BackendParam> AllBackends();
 inline void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.name; }
 inline std::string BackendName(const ::testing::TestParamInfo<BackendParam>& info) { return info.param.name; }
 
-// FORGED-SENDER HOOK (issue 14): the authentication decorator, when it
-// lands, wraps every endpoint the suite makes here (returning `e` wrapped),
-// and the ForgedSender* cases stop skipping. Until then it is null.
-extern std::function<std::unique_ptr<Endpoint>(std::unique_ptr<Endpoint> e)> g_authenticate;
+// FORGED-SENDER HOOK (issue 14): null here; tests/unit/control's
+// authenticated run of the suite sets it to wrap every endpoint it makes (of
+// node `self`) in the authentication decorator, and the ForgedSender* cases
+// run there.
+extern std::function<std::unique_ptr<Endpoint>(PeerId self, std::unique_ptr<Endpoint> e)> g_authenticate;
 
 // An endpoint of the test, with what it received.
 struct Node {

@@ -27,7 +27,7 @@
 
 namespace syncline::testing {
 
-std::function<std::unique_ptr<Endpoint>(std::unique_ptr<Endpoint>)> g_authenticate = nullptr;
+std::function<std::unique_ptr<Endpoint>(PeerId, std::unique_ptr<Endpoint>)> g_authenticate;
 
 namespace {
 
@@ -323,7 +323,7 @@ std::unique_ptr<Node> EndpointConformance::StartNode(PeerId id, const Tuning& tu
     ADD_FAILURE() << "the backend made no endpoint";
     return node;
   }
-  if (g_authenticate) node->endpoint = g_authenticate(std::move(node->endpoint));
+  if (g_authenticate) node->endpoint = g_authenticate(id, std::move(node->endpoint));
   Endpoint::Receiver collect = node->in.receiver();
   auto address = node->endpoint->Listen(backend_->ListenSpec(), [tap = std::move(tap), collect](Message&& m) {
     if (tap) tap(m);

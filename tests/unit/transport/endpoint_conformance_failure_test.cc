@@ -329,12 +329,12 @@ TEST_P(Conformance, ForgedWireInputIsRejectedCountedAndHarmless) {
 
 // FORGED SENDER (issue 14): a message whose header names a sender other than
 // the node that proved itself on this connection must be dropped and
-// counted. That is the job of the authentication decorator being written
-// separately; once it sets g_authenticate (endpoint_conformance.h), this case
-// runs: a third node, authenticated as node 3, sends to b claiming to be node
-// 1, and b must not deliver it while a's own messages still arrive.
+// counted. That is the job of the authentication decorator: with it
+// (g_authenticate, set by tests/unit/control/authenticated_conformance_test.cc)
+// a third node, authenticated as node 3, sends to b claiming to be node 1,
+// and b must not deliver it while a's own messages still arrive.
 TEST_P(Conformance, ForgedSenderIsDroppedAndCounted) {
-  if (!g_authenticate) GTEST_SKIP() << "pending the authentication decorator (issue 14): no endpoint checks senders yet";
+  if (!g_authenticate) GTEST_SKIP() << "runs in control_authenticated_conformance_test, with the authentication decorator";
   StartPair();
   std::unique_ptr<Node> c = StartNode(3);
   Link(*c, *b_);
