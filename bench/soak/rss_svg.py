@@ -5,10 +5,13 @@ plotting library):
   bench/soak/rss_svg.py --out docs/soak-memory.svg tcp=/tmp/soak/tcp.csv shm=/tmp/soak/shm.csv
 
 Each CSV is what bench/soak/run.py writes: t_s, rounds, process, rss_mib, anon_mib, shmem_mib.
-Panels share the time axis and the memory axis, so the two data planes compare at a glance.
+Panels share the time axis and the memory axis, so the two data planes compare at a glance. Each
+process is drawn twice: every 1-second sample, faint, and the median of each 10 s, bold (the
+level, without the spikes of a transient buffer).
 """
 import argparse
 import csv
+import statistics
 from html import escape
 
 COLORS = {"scheduler": "#7f7f7f", "server 0": "#d62728", "server 1": "#ff7f0e",
@@ -26,6 +29,14 @@ def load(path):
                 continue
             series.setdefault(row["process"], []).append((float(row["t_s"]), float(row["rss_mib"])))
     return series, done
+
+
+def medians(pts, width_s=10.0):
+    """The median of each `width_s` bin: the level without the one-second spikes."""
+    bins = {}
+    for t, v in pts:
+        bins.setdefault(int(t // width_s), []).append(v)
+    return [((k + 0.5) * width_s, statistics.median(v)) for k, v in sorted(bins.items())]
 
 
 def color(name, order):
@@ -69,8 +80,10 @@ def panel(title, series, done, y0, width, height, tmax, ymax):
                    'training done</text>')
     for i, (name, pts) in enumerate(sorted(series.items())):
         c = color(name, i)
-        path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
-        out.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="1.5">'
+        raw = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
+        out.append(f'<polyline points="{raw}" fill="none" stroke="{c}" stroke-width="0.8" stroke-opacity="0.35"/>')
+        smooth = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in medians(pts))
+        out.append(f'<polyline points="{smooth}" fill="none" stroke="{c}" stroke-width="2">'
                    f'<title>{escape(name)}</title></polyline>')
         out.append(f'<text x="{width - right + 8}" y="{y0 + top + 14 * i + 10}" fill="{c}">{escape(name)}</text>')
     return out

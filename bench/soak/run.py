@@ -23,6 +23,7 @@ the half of a 10-minute run. Exit status 1 if the job failed or any process grew
 """
 import argparse
 import csv
+import json
 import os
 import re
 import shutil
@@ -178,34 +179,48 @@ def soak(bin_dir, plane, seconds, tensors, settings, work_dir):
                 done_s=job.done_s, samples=samples, per_round=per_round, log=work_dir / f"{plane}.log")
 
 
-def slope_mib_per_min(points):
-    """Least-squares slope of (t_s, MiB) points, in MiB per minute."""
-    if len(points) < 2:
-        return 0.0
-    mt = statistics.fmean(t for t, _ in points)
-    mv = statistics.fmean(v for _, v in points)
-    den = sum((t - mt) ** 2 for t, _ in points)
-    return 60.0 * sum((t - mt) * (v - mv) for t, v in points) / den if den else 0.0
+def robust_slope(points):
+    """Theil-Sen slope of (t_s, MiB) points in MiB per minute: the median of the slopes between
+    every pair, so the one-second spikes of a transient 64 MiB buffer do not tilt it."""
+    slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1:] if b[0] > a[0]]
+    return 60.0 * statistics.median(slopes) if slopes else 0.0
+
+
+def median_between(samples, col, lo, hi):
+    values = [s[col] for s in samples if lo <= s[0] < hi]
+    return statistics.median(values) if values else float("nan")
+
+
+def binned(samples, col, width_s=10.0):
+    """(bin centre, median) of each `width_s` bin of samples: the curve without its spikes."""
+    bins = {}
+    for s in samples:
+        bins.setdefault(int(s[0] // width_s), []).append(s[col])
+    return [((k + 0.5) * width_s, statistics.median(v)) for k, v in sorted(bins.items())]
 
 
 def analyze(result):
-    """Per process: RSS at 1 min, at the end of training, max, anon and shmem at the end, and the
-    second half's slope and growth, judged against the flat threshold."""
+    """Per process: RSS at 1 min and at the end of training (medians of the 20 s around them, so
+    a transient buffer does not decide them), the max, anon and shmem at the end, and the second
+    half's slope and growth (robust slope x half the training time), judged against the flat
+    threshold. Training ends at the first "done:"; shutdown is left out."""
     end_s = result["done_s"] or max(s[0] for s in result["samples"])
     rows = {}
     for name in sorted({s[2] for s in result["samples"]}):
         mine = [s for s in result["samples"] if s[2] == name and s[0] <= end_s]
         if not mine:
             continue
-        at_1min = next((s[3] for s in mine if s[0] >= 60), mine[-1][3])
         half = [s for s in mine if s[0] >= end_s / 2]
-        slope = slope_mib_per_min([(s[0], s[3]) for s in half])
+        slope = robust_slope(binned(half, 3))
         growth = slope * (end_s / 2) / 60.0
         # The heap alone: on shm, RSS also counts the shared-memory pages a process has touched.
-        anon_growth = slope_mib_per_min([(s[0], s[4]) for s in half]) * (end_s / 2) / 60.0
-        limit = max(FLAT_MIB, FLAT_FRACTION * mine[-1][3])
-        rows[name] = dict(at_1min=at_1min, end=mine[-1][3], max=max(s[3] for s in mine), anon=mine[-1][4],
-                          shmem=mine[-1][5], slope=slope, growth=growth, anon_growth=anon_growth, limit=limit, flat=growth < limit)
+        anon_growth = robust_slope(binned(half, 4)) * (end_s / 2) / 60.0
+        end = median_between(mine, 3, end_s - 20, end_s + 1)
+        limit = max(FLAT_MIB, FLAT_FRACTION * end)
+        rows[name] = dict(at_1min=median_between(mine, 3, 50, 70), end=end, max=max(s[3] for s in mine),
+                          anon=median_between(mine, 4, end_s - 20, end_s + 1),
+                          shmem=median_between(mine, 5, end_s - 20, end_s + 1), slope=slope, growth=growth,
+                          anon_growth=anon_growth, limit=limit, flat=growth < limit)
     return end_s, rows
 
 
@@ -226,14 +241,32 @@ def report(result):
     return "\n".join(lines), result["ok"] and all(r["flat"] for r in rows.values())
 
 
-def write_csv(path, result):
-    with open(path, "w", newline="") as f:
+def save(csv_dir, result):
+    """PLANE.csv: one row per process per second (and a "#done" row); PLANE.json: the rest."""
+    with open(csv_dir / f"{result['plane']}.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["t_s", "rounds", "process", "rss_mib", "anon_mib", "shmem_mib"])
         for t, done, name, rss, anon, shmem in result["samples"]:
             w.writerow([f"{t:.2f}", done, name, f"{rss:.2f}", f"{anon:.2f}", f"{shmem:.2f}"])
         if result["done_s"] is not None:
             w.writerow([f"{result['done_s']:.2f}", result["done_rounds"], "#done", 0, 0, 0])
+    summary = {k: (str(v) if k == "log" else v) for k, v in result.items() if k != "samples"}
+    (csv_dir / f"{result['plane']}.json").write_text(json.dumps(summary) + "\n")
+
+
+def load(csv_dir, plane):
+    """A result saved by save(), for --report-only."""
+    result = json.loads((csv_dir / f"{plane}.json").read_text())
+    result["samples"], result["done_s"] = [], None
+    with open(csv_dir / f"{plane}.csv") as f:
+        for r in csv.DictReader(f):
+            if r["process"] == "#done":
+                result["done_s"] = float(r["t_s"])
+            else:
+                result["samples"].append((float(r["t_s"]), int(r["rounds"]), r["process"], float(r["rss_mib"]),
+                                          float(r["anon_mib"]), float(r["shmem_mib"])))
+    result.setdefault("log", csv_dir / f"{plane}.log")
+    return result
 
 
 def main():
@@ -247,6 +280,8 @@ def main():
     ap.add_argument("--csv-dir", type=Path, default=Path("/tmp/syncline-soak"),
                     help="where PLANE.csv (one row per process per second) and the job logs go")
     ap.add_argument("--svg", type=Path, help="also draw RSS over time, one panel per plane, into this file")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: report (and draw) the planes saved in --csv-dir")
     args = ap.parse_args()
     bin_dir = args.build / "bin"
     for b in ("pslaunch", "syncline-scheduler", "syncline-server", "syncline-example-training"):
@@ -260,8 +295,11 @@ def main():
     for plane in [p for p in args.planes.split(",") if p]:
         if plane not in ("tcp", "shm"):
             sys.exit(f"unknown plane {plane}: tcp or shm")
-        result = soak(bin_dir, plane, args.seconds, args.tensors, settings, args.csv_dir)
-        write_csv(args.csv_dir / f"{plane}.csv", result)
+        if args.report_only:
+            result = load(args.csv_dir, plane)
+        else:
+            result = soak(bin_dir, plane, args.seconds, args.tensors, settings, args.csv_dir)
+            save(args.csv_dir, result)
         text, good = report(result)
         ok &= good
         print("\n" + text + f"\n(samples: {args.csv_dir / plane}.csv, log: {result['log']})\n", flush=True)
