@@ -136,18 +136,40 @@ def memory(pid):
     return tuple(kib.get(k, 0) / 1024.0 for k in ("VmRSS", "RssAnon", "RssShmem"))
 
 
-def calibrate(bin_dir, plane, tensors, settings, work_dir):
-    """Seconds per round of a short job on this plane (median interval between worker 0's rounds,
-    past the first two, which pay for connections and first-touch page faults)."""
-    job = Job(bin_dir, plane, CALIBRATION_ROUNDS, tensors, work_dir / f"{plane}-calibration.log", settings, 300)
+def segments(pid):
+    """MiB resident of each shared-memory outbox mapped by `pid` (its own and its peers')."""
+    touched, current = [], False
     try:
-        code = job.wait(320)
-    finally:
-        job.stop()
-    times = job.round_times
-    if code != 0 or len(times) < CALIBRATION_ROUNDS:
-        sys.exit(f"{plane}: the calibration job failed (exit {code}); see {work_dir / f'{plane}-calibration.log'}")
-    return statistics.median(b - a for a, b in zip(times[2:], times[3:]))
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                if not line[0].isupper():  # a mapping's first line: address range, ..., name
+                    current = "syncline-outbox" in line
+                elif current and line.startswith("Rss:"):
+                    touched.append(int(line.split()[1]) / 1024.0)
+    except OSError:
+        pass
+    return touched
+
+
+def calibrate(bin_dir, plane, tensors, settings, work_dir):
+    """Seconds per round on this plane: worker 0's rounds past the first two (which pay for
+    connections and first-touch page faults), over at least 2 s; a job of small tensors is run
+    again with 20x the rounds until it lasts that long."""
+    rounds = CALIBRATION_ROUNDS
+    while True:
+        log = work_dir / f"{plane}-calibration.log"
+        job = Job(bin_dir, plane, rounds, tensors, log, settings, 300)
+        try:
+            code = job.wait(320)
+        finally:
+            job.stop()
+        times = job.round_times
+        if code != 0 or len(times) < rounds:
+            sys.exit(f"{plane}: the calibration job failed (exit {code}); see {log}")
+        span = times[-1] - times[2]
+        if span >= 2 or rounds >= 10 ** 6:
+            return max(span, 1e-3) / (rounds - 3)
+        rounds *= 20
 
 
 def soak(bin_dir, plane, seconds, tensors, settings, work_dir):
@@ -157,7 +179,8 @@ def soak(bin_dir, plane, seconds, tensors, settings, work_dir):
           flush=True)
     job = Job(bin_dir, plane, rounds, tensors, work_dir / f"{plane}.log", settings, 2 * seconds + 60)
     samples = []  # (t_s, rounds, name, rss, anon, shmem)
-    next_report = 30
+    outboxes = {}  # name -> MiB touched of each mapped outbox, while training (every 10 s)
+    next_report, next_smaps = 30, 10
     try:
         while job.popen.poll() is None and job.elapsed() < 2 * seconds + 90:
             t, done = job.elapsed(), job.rounds_done()
@@ -165,6 +188,9 @@ def soak(bin_dir, plane, seconds, tensors, settings, work_dir):
                 m = memory(pid)
                 if m:
                     samples.append((t, done, name, *m))
+            if t >= next_smaps and job.done_s is None:
+                outboxes = {name: segments(pid) for name, pid in job.processes().items()}
+                next_smaps += 10
             if t >= next_report:
                 latest = {s[2]: s[3] for s in samples if s[0] == t}
                 print(f"  {plane} {t:5.0f} s: {done}/{rounds} rounds; RSS MiB " +
@@ -176,7 +202,7 @@ def soak(bin_dir, plane, seconds, tensors, settings, work_dir):
         job.stop()
     ok = code == 0 and job.done == set(range(WORKERS))
     return dict(plane=plane, rounds=rounds, done_rounds=job.rounds_done(), code=code, ok=ok,
-                done_s=job.done_s, samples=samples, per_round=per_round, log=work_dir / f"{plane}.log")
+                done_s=job.done_s, samples=samples, per_round=per_round, outboxes=outboxes, log=work_dir / f"{plane}.log")
 
 
 def robust_slope(points):
@@ -238,6 +264,11 @@ def report(result):
         lines.append(f"| {name} | {r['at_1min']:.1f} | {r['end']:.1f} | {r['max']:.1f} | "
                      f"{r['anon']:.1f} / {r['shmem']:.1f} | {r['slope']:+.2f} MiB/min | {r['growth']:+.1f} MiB | "
                      f"{r['anon_growth']:+.1f} MiB | {verdict} |")
+    touched = {n: v for n, v in result.get("outboxes", {}).items() if v}
+    if touched:
+        lines += ["", "Shared-memory outboxes mapped near the end of training, MiB touched of each (a process's "
+                  "own, one per peer it sends to, and its peers'; each at most SYNCLINE_SHM_BYTES):"]
+        lines += [f"- {n}: " + ", ".join(f"{m:.0f}" for m in sorted(v, reverse=True)) for n, v in sorted(touched.items())]
     return "\n".join(lines), result["ok"] and all(r["flat"] for r in rows.values())
 
 
