@@ -335,7 +335,9 @@ def main():
         ok &= good
         print("\n" + text + f"\n(samples: {args.csv_dir / plane}.csv, log: {result['log']})\n", flush=True)
         series, done = rss_svg.load(args.csv_dir / f"{plane}.csv")
-        panels.append((f"{plane}: {result['done_rounds']} rounds", series, done))
+        shm = "SYNCLINE_SHM=1" if plane == "shm" else "SYNCLINE_SHM=0"
+        panels.append((f"{plane} ({shm}): {result['done_rounds']} rounds in {done or 0:.0f} s of training",
+                       series, done))
     if args.svg and panels:
         rss_svg.write_svg(args.svg, panels)
         print(f"wrote {args.svg}")
