@@ -243,7 +243,8 @@ def analyze(result):
         anon_growth = robust_slope(binned(half, 4)) * (end_s / 2) / 60.0
         end = median_between(mine, 3, end_s - 20, end_s + 1)
         limit = max(FLAT_MIB, FLAT_FRACTION * end)
-        rows[name] = dict(at_1min=median_between(mine, 3, 50, 70), end=end, max=max(s[3] for s in mine),
+        minute = min(60.0, end_s)  # a run shorter than a minute: its end
+        rows[name] = dict(at_1min=median_between(mine, 3, minute - 10, minute + 10), end=end, max=max(s[3] for s in mine),
                           anon=median_between(mine, 4, end_s - 20, end_s + 1),
                           shmem=median_between(mine, 5, end_s - 20, end_s + 1), slope=slope, growth=growth,
                           anon_growth=anon_growth, limit=limit, flat=growth < limit)
