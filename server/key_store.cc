@@ -45,12 +45,12 @@ KeyStore::KeyStore(KeyStoreOptions options, SummationEngine* engine, BufferPool*
 KeyStore::~KeyStore() = default;
 
 size_t KeyStore::num_keys() const {
-  std::lock_guard<std::mutex> lock(map_mu_);
+  MutexLock lock(map_mu_);
   return keys_.size();
 }
 
 std::vector<uint64_t> KeyStore::keys() const {
-  std::lock_guard<std::mutex> lock(map_mu_);
+  MutexLock lock(map_mu_);
   std::vector<uint64_t> out;
   out.reserve(keys_.size());
   for (const auto& [id, state] : keys_) out.push_back(id);
@@ -59,7 +59,7 @@ std::vector<uint64_t> KeyStore::keys() const {
 
 void KeyStore::MarkFinished(int rank) {
   if (rank < 0 || rank >= options_.num_workers) return;
-  std::lock_guard<std::mutex> lock(finished_mu_);
+  MutexLock lock(finished_mu_);
   if (finished_.empty()) finished_.assign(options_.num_workers, false);
   if (!finished_[rank]) {
     finished_[rank] = true;
@@ -70,7 +70,7 @@ void KeyStore::MarkFinished(int rank) {
 void KeyStore::CheckOrphanedRounds(uint64_t key) {
   KeyState* state;
   {
-    std::lock_guard<std::mutex> lock(map_mu_);
+    MutexLock lock(map_mu_);
     auto it = keys_.find(key);
     if (it == keys_.end()) return;
     state = it->second.get();
@@ -83,7 +83,7 @@ void KeyStore::ReportIfOrphaned(const KeyState& key, uint64_t number, const Roun
   if (round.complete || round.pushes == 0) return;
   int missing = -1;
   {
-    std::lock_guard<std::mutex> lock(finished_mu_);
+    MutexLock lock(finished_mu_);
     for (int r = 0; r < options_.num_workers && missing < 0; ++r)
       if (finished_[r] && !round.pushed[r]) missing = r;
   }
@@ -104,7 +104,7 @@ KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out
   const bool is_push = m.header.op() == proto::PUSH;
   KeyState* state;
   {
-    std::lock_guard<std::mutex> lock(map_mu_);
+    MutexLock lock(map_mu_);
     auto& slot = keys_[m.header.key()];
     if (!slot) {
       // A pull may overtake the first push of a key: its size is then

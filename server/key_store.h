@@ -16,12 +16,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "common/buffer.h"
 #include "common/dtype.h"
+#include "common/mutex.h"
 #include "summation/engine.h"
 #include "transport/transport.h"
 
@@ -114,11 +114,11 @@ class KeyStore {
   const KeyStoreOptions options_;
   SummationEngine* const engine_;
   BufferPool* const pool_;
-  mutable std::mutex map_mu_;  // guards the map itself, not the states
-  std::unordered_map<uint64_t, std::unique_ptr<KeyState>> keys_;  // GUARDED_BY(map_mu_)
+  mutable Mutex map_mu_;  // guards the map itself, not the states
+  std::unordered_map<uint64_t, std::unique_ptr<KeyState>> keys_ GUARDED_BY(map_mu_);
   std::atomic<int> finished_count_{0};   // a fast "none finished" for every push
-  mutable std::mutex finished_mu_;
-  std::vector<bool> finished_;           // GUARDED_BY(finished_mu_): by rank
+  mutable Mutex finished_mu_;
+  std::vector<bool> finished_ GUARDED_BY(finished_mu_);  // by rank
 };
 
 // Sync mode: a push or pull of a round this far or further beyond the rounds

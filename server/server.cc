@@ -78,7 +78,7 @@ Status Server::Run() {
     // at once (a payload's sender may wait for its release).
     std::vector<std::shared_ptr<Message>> early;
     {
-      std::lock_guard<std::mutex> lock(pending_mu_);
+      MutexLock lock(pending_mu_);
       ready_ = true;
       early.swap(pending_);
     }
@@ -126,7 +126,7 @@ void Server::OnMessage(Message&& m) {
   }
   auto shared = std::make_shared<Message>(std::move(m));
   {
-    std::lock_guard<std::mutex> lock(pending_mu_);
+    MutexLock lock(pending_mu_);
     if (!ready_) {
       pending_.push_back(std::move(shared));
       return;

@@ -8,11 +8,11 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/mutex.h"
 #include "common/settings.h"
 #include "control/client.h"
 #include "metrics/common_metrics.h"
@@ -76,9 +76,9 @@ class Server {
   KeyStore store_;
   SerialLanes lanes_;
 
-  std::mutex pending_mu_;
-  bool ready_ = false;                                   // GUARDED_BY(pending_mu_)
-  std::vector<std::shared_ptr<Message>> pending_;        // GUARDED_BY(pending_mu_): data before the address book
+  Mutex pending_mu_;
+  bool ready_ GUARDED_BY(pending_mu_) = false;
+  std::vector<std::shared_ptr<Message>> pending_ GUARDED_BY(pending_mu_);  // data before the address book
   std::unordered_map<int32_t, int> worker_rank_;         // written once before ready_, then read-only
   std::atomic<bool> orphan_reported_{false};
   std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
