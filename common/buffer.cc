@@ -4,6 +4,8 @@
 #include <cstring>
 #include <new>
 
+#include "common/mutex.h"
+
 namespace syncline {
 
 Buffer Buffer::Copy(const void* data, size_t size) {
@@ -42,7 +44,7 @@ struct BufferPool::State {
   }
   void Return(void* p, size_t size) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (idle_bytes + size <= max_idle_bytes) {
         idle[size].push_back(p);
         idle_bytes += size;
@@ -53,11 +55,11 @@ struct BufferPool::State {
   }
 
   const size_t max_idle_bytes;
-  mutable std::mutex mu;
-  std::map<size_t, std::vector<void*>> idle;  // GUARDED_BY(mu)
-  size_t idle_bytes = 0;                      // GUARDED_BY(mu)
-  uint64_t allocations = 0;                   // GUARDED_BY(mu)
-  uint64_t reuses = 0;                        // GUARDED_BY(mu)
+  mutable Mutex mu;
+  std::map<size_t, std::vector<void*>> idle GUARDED_BY(mu);
+  size_t idle_bytes GUARDED_BY(mu) = 0;
+  uint64_t allocations GUARDED_BY(mu) = 0;
+  uint64_t reuses GUARDED_BY(mu) = 0;
 };
 
 BufferPool::BufferPool(size_t max_idle_bytes) : state_(std::make_shared<State>(max_idle_bytes)) {}
@@ -66,7 +68,7 @@ BufferPool::~BufferPool() = default;
 Buffer BufferPool::Get(size_t size) {
   void* p = nullptr;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     auto it = state_->idle.find(size);
     if (it != state_->idle.end() && !it->second.empty()) {
       p = it->second.back();
@@ -91,7 +93,7 @@ Buffer BufferPool::Get(size_t size) {
 }
 
 BufferPool::Stats BufferPool::stats() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   return Stats{state_->allocations, state_->reuses, state_->idle_bytes};
 }
 

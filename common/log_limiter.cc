@@ -3,7 +3,7 @@
 namespace syncline {
 
 LogLimiter::Verdict LogLimiter::Admit(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (now - window_start_ >= window_) {
     window_start_ = now;
     logged_in_window_ = 0;

@@ -6,10 +6,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 
 #include "common/deadline.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 
 namespace syncline {
 
@@ -29,10 +29,10 @@ class LogLimiter {
  private:
   const int lines_per_window_;
   const Clock::duration window_;
-  std::mutex mu_;
-  Clock::time_point window_start_{};  // GUARDED_BY(mu_)
-  int logged_in_window_ = 0;          // GUARDED_BY(mu_)
-  uint64_t suppressed_ = 0;           // GUARDED_BY(mu_)
+  Mutex mu_;
+  Clock::time_point window_start_ GUARDED_BY(mu_) = {};
+  int logged_in_window_ GUARDED_BY(mu_) = 0;
+  uint64_t suppressed_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace syncline

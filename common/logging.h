@@ -8,7 +8,9 @@
 
 namespace syncline {
 
-// Sets the process's log prefix and level ("trace".."error", "off"); safe to call again.
+// Sets the process's log prefix and level ("trace".."error", "off"); safe to
+// call again, also while other threads log (the first call installs the
+// logger: make it before starting threads that log).
 void InitLogging(const std::string& node_name, const std::string& level = "info");
 
 }  // namespace syncline

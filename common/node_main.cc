@@ -14,18 +14,20 @@ namespace syncline {
 
 void SignalWatcher::OnSignal(std::function<void(int)> callback) {
   int pending;
+  std::function<void(int)> run;  // a copy: callback_ may be replaced once unlocked
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     callback_ = std::move(callback);
     pending = pending_;
+    if (pending != 0) run = callback_;
   }
-  if (pending != 0 && callback_) callback_(pending);
+  if (run) run(pending);
 }
 
 void SignalWatcher::Deliver(int signal) {
   std::function<void(int)> callback;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     pending_ = signal;
     callback = callback_;
   }

@@ -5,10 +5,10 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/settings.h"
 
 namespace syncline {
@@ -22,9 +22,9 @@ class SignalWatcher {
   void Deliver(int signal);
 
  private:
-  std::mutex mu_;
-  std::function<void(int)> callback_;  // GUARDED_BY(mu_)
-  int pending_ = 0;                    // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::function<void(int)> callback_ GUARDED_BY(mu_);
+  int pending_ GUARDED_BY(mu_) = 0;
 };
 
 using NodeBody = std::function<Status(const Settings&, SignalWatcher&)>;

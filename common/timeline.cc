@@ -15,34 +15,34 @@ int64_t Timeline::NowUs() {
 }
 
 void Timeline::BeginStep() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++step_;
 }
 
 bool Timeline::RecordingLocked() const { return step_ >= options_.start_step && step_ <= options_.end_step; }
 
 bool Timeline::recording() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return RecordingLocked();
 }
 
 void Timeline::Span(const std::string& name, const char* category, const std::string& track, int64_t start_us,
                     int64_t end_us) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!RecordingLocked()) return;
   auto [it, added] = tracks_.emplace(track, static_cast<int>(tracks_.size()) + 1);
   events_.push_back(Event{name, category, it->second, start_us, std::max<int64_t>(0, end_us - start_us)});
 }
 
 size_t Timeline::num_spans() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return events_.size();
 }
 
 Status Timeline::Write() const {
   nlohmann::json events = nlohmann::json::array();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", options_.pid},
                       {"args", {{"name", options_.process_name}}}});
     for (const auto& [track, tid] : tracks_) {

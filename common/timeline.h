@@ -13,11 +13,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace syncline {
@@ -56,13 +56,13 @@ class Timeline {
     int track;
     int64_t start_us, duration_us;
   };
-  bool RecordingLocked() const;
+  bool RecordingLocked() const REQUIRES(mu_);
 
   const Options options_;
-  mutable std::mutex mu_;
-  int64_t step_ = -1;                               // GUARDED_BY(mu_)
-  std::vector<Event> events_;                       // GUARDED_BY(mu_)
-  std::unordered_map<std::string, int> tracks_;     // GUARDED_BY(mu_), name -> row id
+  mutable Mutex mu_;
+  int64_t step_ GUARDED_BY(mu_) = -1;
+  std::vector<Event> events_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, int> tracks_ GUARDED_BY(mu_);  // name -> row id
 };
 
 }  // namespace syncline

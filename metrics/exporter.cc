@@ -7,15 +7,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 
 namespace syncline {
 namespace {
@@ -32,19 +31,19 @@ class BoundedPool final : public httplib::TaskQueue {
   }
 
   void enqueue(std::function<void()> fn) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    space_.wait(lock, [this] { return jobs_.size() < capacity_ || shutdown_; });
+    MutexLock lock(mu_);
+    space_.Wait(mu_, [this]() REQUIRES(mu_) { return jobs_.size() < capacity_ || shutdown_; });
     jobs_.push_back(std::move(fn));
-    ready_.notify_one();
+    ready_.NotifyOne();
   }
 
   void shutdown() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       shutdown_ = true;
     }
-    ready_.notify_all();
-    space_.notify_all();
+    ready_.NotifyAll();
+    space_.NotifyAll();
     for (auto& t : threads_) t.join();
   }
 
@@ -53,22 +52,22 @@ class BoundedPool final : public httplib::TaskQueue {
     for (;;) {
       std::function<void()> job;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        ready_.wait(lock, [this] { return !jobs_.empty() || shutdown_; });
+        MutexLock lock(mu_);
+        ready_.Wait(mu_, [this]() REQUIRES(mu_) { return !jobs_.empty() || shutdown_; });
         if (jobs_.empty()) return;  // shut down, every queued connection served
         job = std::move(jobs_.front());
         jobs_.pop_front();
-        space_.notify_one();
+        space_.NotifyOne();
       }
       job();  // serves one connection, then closes it
     }
   }
 
   const size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable ready_, space_;
-  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
-  bool shutdown_ = false;                   // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar ready_, space_;
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  bool shutdown_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

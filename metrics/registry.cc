@@ -112,7 +112,7 @@ MetricsRegistry::Series* MetricsRegistry::FindLocked(Family& family, const Metri
 }
 
 Counter& MetricsRegistry::AddCounter(const std::string& name, const std::string& help, MetricLabels labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Family& f = FamilyLocked(name, help, Kind::kCounter);
   if (Series* s = FindLocked(f, labels); s && s->counter) return *s->counter;
   Counter& c = counters_.emplace_back();
@@ -121,7 +121,7 @@ Counter& MetricsRegistry::AddCounter(const std::string& name, const std::string&
 }
 
 Gauge& MetricsRegistry::AddGauge(const std::string& name, const std::string& help, MetricLabels labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Family& f = FamilyLocked(name, help, Kind::kGauge);
   if (Series* s = FindLocked(f, labels); s && s->gauge) return *s->gauge;
   Gauge& g = gauges_.emplace_back();
@@ -131,7 +131,7 @@ Gauge& MetricsRegistry::AddGauge(const std::string& name, const std::string& hel
 
 Histogram& MetricsRegistry::AddHistogram(const std::string& name, const std::string& help,
                                          std::vector<double> upper_bounds, MetricLabels labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Family& f = FamilyLocked(name, help, Kind::kHistogram);
   if (Series* s = FindLocked(f, labels); s && s->histogram) return *s->histogram;
   std::sort(upper_bounds.begin(), upper_bounds.end());
@@ -142,7 +142,7 @@ Histogram& MetricsRegistry::AddHistogram(const std::string& name, const std::str
 
 void MetricsRegistry::AddCollector(const std::string& name, const std::string& help, Collect collect,
                                    bool counter) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   FamilyLocked(name, help, counter ? Kind::kCounter : Kind::kGauge).collect = std::move(collect);
 }
 
@@ -172,7 +172,7 @@ std::string MetricsRegistry::Render() const {
   };
   std::vector<std::variant<std::string, Pending>> parts;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const Family& f : families_) {
       const char* type = f.kind == Kind::kCounter ? "counter" : f.kind == Kind::kGauge ? "gauge" : "histogram";
       if (f.collect) {

@@ -25,10 +25,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace syncline {
 
@@ -113,16 +114,16 @@ class MetricsRegistry {
     std::vector<Series> series;
     Collect collect;
   };
-  Family& FamilyLocked(const std::string& name, const std::string& help, Kind kind);
+  Family& FamilyLocked(const std::string& name, const std::string& help, Kind kind) REQUIRES(mu_);
   static Series* FindLocked(Family& family, const MetricLabels& labels);
   void RenderFamily(const Family& family, std::string& out) const;
 
-  mutable std::mutex mu_;
-  std::deque<Family> families_;             // GUARDED_BY(mu_), in registration order
-  std::map<std::string, Family*> by_name_;  // GUARDED_BY(mu_)
-  std::deque<Counter> counters_;            // GUARDED_BY(mu_): stable addresses
-  std::deque<Gauge> gauges_;                // GUARDED_BY(mu_)
-  std::deque<Histogram> histograms_;        // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::deque<Family> families_ GUARDED_BY(mu_);  // in registration order
+  std::map<std::string, Family*> by_name_ GUARDED_BY(mu_);
+  std::deque<Counter> counters_ GUARDED_BY(mu_);  // stable addresses
+  std::deque<Gauge> gauges_ GUARDED_BY(mu_);
+  std::deque<Histogram> histograms_ GUARDED_BY(mu_);
 };
 
 }  // namespace syncline

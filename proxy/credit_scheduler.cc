@@ -36,7 +36,7 @@ bool CreditScheduler::CanAdmitLocked() const {
 void CreditScheduler::Post(std::vector<ChunkTask> chunks) {
   std::optional<Status> refused;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     refused = stopped_;
     if (!refused) {
       for (ChunkTask& c : chunks) {
@@ -49,58 +49,58 @@ void CreditScheduler::Post(std::vector<ChunkTask> chunks) {
     for (ChunkTask& c : chunks) c.op->Fail(*refused);
     return;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void CreditScheduler::Release(uint64_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     in_flight_ -= std::min(bytes, in_flight_);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void CreditScheduler::Stop(const Status& status) {
   std::vector<ChunkTask> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopped_) stopped_ = status;
     dropped.swap(queue_);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (ChunkTask& c : dropped) c.op->Fail(status);
 }
 
 void CreditScheduler::SetCredit(uint64_t credit_bytes) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     credit_ = credit_bytes;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 uint64_t CreditScheduler::credit() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return credit_;
 }
 
 uint64_t CreditScheduler::bytes_in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return in_flight_;
 }
 
 uint64_t CreditScheduler::peak_bytes_in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return peak_in_flight_;
 }
 
 size_t CreditScheduler::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size();
 }
 
 ChunkScheduler::Load CreditScheduler::load() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return Load{queue_.size(), in_flight_, credit_};
 }
 
@@ -108,8 +108,8 @@ void CreditScheduler::AdmitLoop() {
   for (;;) {
     ChunkTask next;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopped_.has_value() || CanAdmitLocked(); });
+      MutexLock lock(mu_);
+      cv_.Wait(mu_, [this]() REQUIRES(mu_) { return stopped_.has_value() || CanAdmitLocked(); });
       if (stopped_) return;
       std::pop_heap(queue_.begin(), queue_.end(), HeapOrder());
       next = std::move(queue_.back());

@@ -16,13 +16,12 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/settings.h"
 #include "worker/chunk.h"
 
@@ -59,18 +58,18 @@ class CreditScheduler final : public ChunkScheduler {
   auto HeapOrder() const {
     return [this](const ChunkTask& a, const ChunkTask& b) { return After(a, b); };
   }
-  bool CanAdmitLocked() const;
+  bool CanAdmitLocked() const REQUIRES(mu_);
   void AdmitLoop();
 
   const Order order_;
   Admit admit_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t credit_;                    // GUARDED_BY(mu_)
-  uint64_t in_flight_ = 0;             // GUARDED_BY(mu_)
-  uint64_t peak_in_flight_ = 0;        // GUARDED_BY(mu_)
-  std::vector<ChunkTask> queue_;       // GUARDED_BY(mu_), a heap by After
-  std::optional<Status> stopped_;      // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  uint64_t credit_ GUARDED_BY(mu_);
+  uint64_t in_flight_ GUARDED_BY(mu_) = 0;
+  uint64_t peak_in_flight_ GUARDED_BY(mu_) = 0;
+  std::vector<ChunkTask> queue_ GUARDED_BY(mu_);  // a heap by After
+  std::optional<Status> stopped_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

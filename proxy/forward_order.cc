@@ -3,29 +3,29 @@
 namespace syncline {
 
 void ForwardOrder::Declared(TensorId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   declared_.emplace(id, declared_.size());
 }
 
 void ForwardOrder::UsedByForward(TensorId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!learning_ || use_rank_.count(id)) return;
   use_rank_.emplace(id, used_.size());
   used_.push_back(id);
 }
 
 void ForwardOrder::FinishLearning() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   learning_ = false;
 }
 
 bool ForwardOrder::learning() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return learning_;
 }
 
 int64_t ForwardOrder::PriorityOf(TensorId id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = use_rank_.find(id); it != use_rank_.end()) return -static_cast<int64_t>(it->second);
   // Unused: after every used tensor, in declaration order (unknown ones last).
   auto d = declared_.find(id);
@@ -34,12 +34,12 @@ int64_t ForwardOrder::PriorityOf(TensorId id) const {
 }
 
 std::vector<TensorId> ForwardOrder::Order() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return used_;
 }
 
 void ForwardOrder::FromOrder(const std::vector<TensorId>& order) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   used_.clear();
   use_rank_.clear();
   for (TensorId id : order) {

@@ -14,10 +14,10 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "worker/chunk.h"
 
 namespace syncline {
@@ -39,11 +39,11 @@ class ForwardOrder {
   void FromOrder(const std::vector<TensorId>& order);
 
  private:
-  mutable std::mutex mu_;
-  bool learning_ = true;                           // GUARDED_BY(mu_)
-  std::vector<TensorId> used_;                     // GUARDED_BY(mu_), first use first
-  std::unordered_map<TensorId, size_t> use_rank_;  // GUARDED_BY(mu_)
-  std::unordered_map<TensorId, size_t> declared_;  // GUARDED_BY(mu_), declaration index
+  mutable Mutex mu_;
+  bool learning_ GUARDED_BY(mu_) = true;
+  std::vector<TensorId> used_ GUARDED_BY(mu_);  // first use first
+  std::unordered_map<TensorId, size_t> use_rank_ GUARDED_BY(mu_);
+  std::unordered_map<TensorId, size_t> declared_ GUARDED_BY(mu_);  // declaration index
 };
 
 }  // namespace syncline

@@ -45,17 +45,17 @@ KeyStore::KeyStore(KeyStoreOptions options, SummationEngine* engine, BufferPool*
 KeyStore::~KeyStore() = default;
 
 void KeyStore::Place(uint64_t key, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(map_mu_);
+  MutexLock lock(map_mu_);
   placed_[key] = bytes;
 }
 
 size_t KeyStore::num_keys() const {
-  std::lock_guard<std::mutex> lock(map_mu_);
+  MutexLock lock(map_mu_);
   return keys_.size();
 }
 
 std::vector<uint64_t> KeyStore::keys() const {
-  std::lock_guard<std::mutex> lock(map_mu_);
+  MutexLock lock(map_mu_);
   std::vector<uint64_t> out;
   out.reserve(keys_.size());
   for (const auto& [id, state] : keys_) out.push_back(id);
@@ -70,19 +70,19 @@ void KeyStore::SetAbsenceLocked(int rank, std::optional<Absence> why) {
 
 void KeyStore::MarkFinished(int rank) {
   if (rank < 0 || rank >= options_.num_workers) return;
-  std::lock_guard<std::mutex> lock(absent_mu_);
+  MutexLock lock(absent_mu_);
   SetAbsenceLocked(rank, Absence{Absence::kFinished, 0});
 }
 
 void KeyStore::MarkAtBarrier(int rank, uint64_t sequence) {
   if (rank < 0 || rank >= options_.num_workers) return;
-  std::lock_guard<std::mutex> lock(absent_mu_);
+  MutexLock lock(absent_mu_);
   if (!absent_.empty() && absent_[rank] && absent_[rank]->kind == Absence::kFinished) return;
   SetAbsenceLocked(rank, Absence{Absence::kAtBarrier, sequence});
 }
 
 void KeyStore::ClearBarrier(uint64_t sequence) {
-  std::lock_guard<std::mutex> lock(absent_mu_);
+  MutexLock lock(absent_mu_);
   for (int r = 0; r < static_cast<int>(absent_.size()); ++r)
     if (absent_[r] && absent_[r]->kind == Absence::kAtBarrier && absent_[r]->barrier_sequence == sequence)
       SetAbsenceLocked(r, std::nullopt);
@@ -91,7 +91,7 @@ void KeyStore::ClearBarrier(uint64_t sequence) {
 void KeyStore::CheckOrphanedRounds(uint64_t key) {
   KeyState* state;
   {
-    std::lock_guard<std::mutex> lock(map_mu_);
+    MutexLock lock(map_mu_);
     auto it = keys_.find(key);
     if (it == keys_.end()) return;
     state = it->second.get();
@@ -102,14 +102,14 @@ void KeyStore::CheckOrphanedRounds(uint64_t key) {
 bool KeyStore::StillOrphaned(uint64_t key, uint64_t round, int rank, const Absence& why) const {
   if (rank < 0 || rank >= options_.num_workers) return false;
   {
-    std::lock_guard<std::mutex> lock(absent_mu_);
+    MutexLock lock(absent_mu_);
     if (absent_.empty() || !absent_[rank] || absent_[rank]->kind != why.kind ||
         absent_[rank]->barrier_sequence != why.barrier_sequence)
       return false;
   }
   const KeyState* state;
   {
-    std::lock_guard<std::mutex> lock(map_mu_);
+    MutexLock lock(map_mu_);
     auto it = keys_.find(key);
     if (it == keys_.end()) return false;
     state = it->second.get();
@@ -124,7 +124,7 @@ void KeyStore::ReportIfOrphaned(const KeyState& key, uint64_t number, const Roun
   int missing = -1;
   Absence why;
   {
-    std::lock_guard<std::mutex> lock(absent_mu_);
+    MutexLock lock(absent_mu_);
     for (int r = 0; r < static_cast<int>(absent_.size()) && missing < 0; ++r)
       if (absent_[r] && !round.pushed[r]) {
         missing = r;
@@ -148,7 +148,7 @@ KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out
   const bool is_push = m.header.op() == proto::PUSH;
   KeyState* state;
   {
-    std::lock_guard<std::mutex> lock(map_mu_);
+    MutexLock lock(map_mu_);
     auto it = keys_.find(m.header.key());
     if (it == keys_.end()) {
       uint64_t placed_bytes = 0;

@@ -17,12 +17,12 @@
 #include <functional>
 #include <optional>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "common/buffer.h"
 #include "common/dtype.h"
+#include "common/mutex.h"
 #include "summation/engine.h"
 #include "transport/transport.h"
 
@@ -136,15 +136,15 @@ class KeyStore {
   const KeyStoreOptions options_;
   SummationEngine* const engine_;
   BufferPool* const pool_;
-  mutable std::mutex map_mu_;  // guards the map itself, not the states
-  std::unordered_map<uint64_t, std::unique_ptr<KeyState>> keys_;  // GUARDED_BY(map_mu_)
-  std::unordered_map<uint64_t, uint64_t> placed_;                  // GUARDED_BY(map_mu_): key -> bytes
+  mutable Mutex map_mu_;  // guards the map itself, not the states
+  std::unordered_map<uint64_t, std::unique_ptr<KeyState>> keys_ GUARDED_BY(map_mu_);
+  std::unordered_map<uint64_t, uint64_t> placed_ GUARDED_BY(map_mu_);  // key -> bytes
   // Absent workers, by rank; absent_count_ is a fast "none absent" for every push.
   std::atomic<int> absent_count_{0};
-  mutable std::mutex absent_mu_;
-  std::vector<std::optional<Absence>> absent_;  // GUARDED_BY(absent_mu_)
-  // Sets (or with nullopt clears) a worker's absence; requires absent_mu_.
-  void SetAbsenceLocked(int rank, std::optional<Absence> why);
+  mutable Mutex absent_mu_;
+  std::vector<std::optional<Absence>> absent_ GUARDED_BY(absent_mu_);
+  // Sets (or with nullopt clears) a worker's absence.
+  void SetAbsenceLocked(int rank, std::optional<Absence> why) REQUIRES(absent_mu_);
 };
 
 // Sync mode: a push or pull of a round this far or further beyond the rounds

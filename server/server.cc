@@ -62,10 +62,10 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
 
 Server::~Server() {
   {
-    std::lock_guard<std::mutex> lock(confirm_mu_);
+    MutexLock lock(confirm_mu_);
     stopping_ = true;
   }
-  confirm_cv_.notify_all();
+  confirm_cv_.NotifyAll();
   if (confirm_thread_.joinable()) confirm_thread_.join();
   lanes_.Shutdown();
   endpoint_->Close();
@@ -93,7 +93,7 @@ Status Server::Run() {
     // at once (a payload's sender may wait for its release).
     std::vector<std::shared_ptr<Message>> early;
     {
-      std::lock_guard<std::mutex> lock(pending_mu_);
+      MutexLock lock(pending_mu_);
       ready_ = true;
       early.swap(pending_);
     }
@@ -132,14 +132,15 @@ void Server::CheckEveryKeyForOrphans() {
 void Server::OnOrphanedRound(uint64_t key, uint64_t round, int rank, Absence why) {
   if (why.kind == Absence::kFinished) return ReportOrphanedRound(key, round, rank, why);
   if (orphan_reported_ || confirm_pending_.exchange(true)) return;
-  std::lock_guard<std::mutex> lock(confirm_mu_);
+  MutexLock lock(confirm_mu_);
   if (stopping_) return;
   if (confirm_thread_.joinable()) confirm_thread_.join();  // the last one is done: confirm_pending_ was clear
   confirm_thread_ = std::thread([this, key, round, rank, why] {
     const auto grace = Millis(std::max(1000, 2 * settings_.heartbeat_interval_ms));
     {
-      std::unique_lock<std::mutex> lock(confirm_mu_);
-      if (confirm_cv_.wait_for(lock, grace, [this] { return stopping_; })) return;
+      MutexLock lock(confirm_mu_);
+      if (confirm_cv_.WaitUntil(confirm_mu_, Deadline::After(grace), [this]() REQUIRES(confirm_mu_) { return stopping_; }))
+        return;
     }
     Status queued = lanes_.Submit(key, [this, key, round, rank, why] {
       if (store_.StillOrphaned(key, round, rank, why)) ReportOrphanedRound(key, round, rank, why);
@@ -175,7 +176,7 @@ void Server::OnMessage(Message&& m) {
   }
   auto shared = std::make_shared<Message>(std::move(m));
   {
-    std::lock_guard<std::mutex> lock(pending_mu_);
+    MutexLock lock(pending_mu_);
     if (!ready_) {
       pending_.push_back(std::move(shared));
       return;

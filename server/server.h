@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/mutex.h"
 #include "common/settings.h"
 #include "control/authenticated_endpoint.h"
 #include "control/client.h"
@@ -88,15 +89,15 @@ class Server {
   KeyStore store_;
   SerialLanes lanes_;
 
-  std::mutex pending_mu_;
-  bool ready_ = false;                                   // GUARDED_BY(pending_mu_)
-  std::vector<std::shared_ptr<Message>> pending_;        // GUARDED_BY(pending_mu_): data before the address book
+  Mutex pending_mu_;
+  bool ready_ GUARDED_BY(pending_mu_) = false;
+  std::vector<std::shared_ptr<Message>> pending_ GUARDED_BY(pending_mu_);  // data before the address book
   std::unordered_map<int32_t, int> worker_rank_;         // written once before ready_, then read-only
   std::atomic<bool> orphan_reported_{false};
   // The one pending confirmation of a round orphaned by a worker at a barrier.
-  std::mutex confirm_mu_;
-  std::condition_variable confirm_cv_;
-  bool stopping_ = false;                                // GUARDED_BY(confirm_mu_)
+  Mutex confirm_mu_;
+  CondVar confirm_cv_;
+  bool stopping_ GUARDED_BY(confirm_mu_) = false;
   std::atomic<bool> confirm_pending_{false};
   std::thread confirm_thread_;
   std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes

@@ -1,6 +1,5 @@
 #include "summation/lanes.h"
 
-#include <condition_variable>
 #include <deque>
 #include <exception>
 #include <string>
@@ -12,14 +11,14 @@
 namespace syncline {
 
 struct SerialLanes::Lane {
-  std::mutex mu;
-  std::condition_variable has_work;   // lane thread: a task or stop arrived
-  std::condition_variable has_room;   // bounded submitters: a task was taken
-  std::condition_variable progressed; // drainers: `finished` grew
-  std::deque<std::function<void()>> queue;  // guarded by mu
-  uint64_t submitted = 0;                   // guarded by mu
-  uint64_t finished = 0;                    // guarded by mu
-  bool stopping = false;                    // guarded by mu
+  Mutex mu;
+  CondVar has_work;    // lane thread: a task or stop arrived
+  CondVar has_room;    // bounded submitters: a task was taken
+  CondVar progressed;  // drainers: `finished` grew
+  std::deque<std::function<void()>> queue GUARDED_BY(mu);
+  uint64_t submitted GUARDED_BY(mu) = 0;
+  uint64_t finished GUARDED_BY(mu) = 0;
+  bool stopping GUARDED_BY(mu) = false;
   std::thread thread;
 };
 
@@ -48,9 +47,9 @@ Status SerialLanes::Submit(uint64_t lane_key, std::function<void()> task, Deadli
   if (!task) return InvalidArgument("SerialLanes::Submit: empty task");
   Lane& lane = *lanes_[LaneOf(lane_key)];
   {
-    std::unique_lock<std::mutex> lock(lane.mu);
+    MutexLock lock(lane.mu);
     if (max_pending_ > 0) {
-      const bool room = lane.has_room.wait_until(lock, deadline.at(), [&] {
+      const bool room = lane.has_room.WaitUntil(lane.mu, deadline, [&]() REQUIRES(lane.mu) {
         return lane.stopping || lane.queue.size() < max_pending_;
       });
       if (!room) {
@@ -62,7 +61,7 @@ Status SerialLanes::Submit(uint64_t lane_key, std::function<void()> task, Deadli
     lane.queue.push_back(std::move(task));
     ++lane.submitted;
   }
-  lane.has_work.notify_one();
+  lane.has_work.NotifyOne();
   return Status::Ok();
 }
 
@@ -71,13 +70,13 @@ void SerialLanes::RunLane(size_t index) {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock(lane.mu);
-      lane.has_work.wait(lock, [&] { return lane.stopping || !lane.queue.empty(); });
+      MutexLock lock(lane.mu);
+      lane.has_work.Wait(lane.mu, [&]() REQUIRES(lane.mu) { return lane.stopping || !lane.queue.empty(); });
       if (lane.queue.empty()) return;  // stopping and nothing left
       task = std::move(lane.queue.front());
       lane.queue.pop_front();
     }
-    lane.has_room.notify_one();
+    lane.has_room.NotifyOne();
     try {
       task();
     } catch (const std::exception& e) {
@@ -87,16 +86,16 @@ void SerialLanes::RunLane(size_t index) {
     }
     task = nullptr;  // release captures before reporting the task finished
     {
-      std::lock_guard<std::mutex> lock(lane.mu);
+      MutexLock lock(lane.mu);
       ++lane.finished;
     }
-    lane.progressed.notify_all();
+    lane.progressed.NotifyAll();
   }
 }
 
 void SerialLanes::RecordError(size_t lane_index, const char* what) {
   SYNCLINE_LOG_ERROR("summation lane {}: task threw: {}", lane_index, what);
-  std::lock_guard<std::mutex> lock(error_mu_);
+  MutexLock lock(error_mu_);
   if (first_error_.ok()) {
     first_error_ = Internal("summation task on lane " + std::to_string(lane_index) + " threw: " + what);
   }
@@ -106,31 +105,31 @@ Status SerialLanes::Drain(Deadline deadline) {
   // Snapshot first so tasks submitted while we wait do not extend the wait.
   std::vector<uint64_t> targets(lanes_.size());
   for (size_t i = 0; i < lanes_.size(); ++i) {
-    std::lock_guard<std::mutex> lock(lanes_[i]->mu);
+    MutexLock lock(lanes_[i]->mu);
     targets[i] = lanes_[i]->submitted;
   }
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& lane = *lanes_[i];
-    std::unique_lock<std::mutex> lock(lane.mu);
-    if (!lane.progressed.wait_until(lock, deadline.at(), [&] { return lane.finished >= targets[i]; })) {
+    MutexLock lock(lane.mu);
+    if (!lane.progressed.WaitUntil(lane.mu, deadline, [&]() REQUIRES(lane.mu) { return lane.finished >= targets[i]; })) {
       return DeadlineExceeded("SerialLanes::Drain: lane " + std::to_string(i) + " has " +
                               std::to_string(targets[i] - lane.finished) + " tasks unfinished");
     }
   }
-  std::lock_guard<std::mutex> lock(error_mu_);
+  MutexLock lock(error_mu_);
   return first_error_;
 }
 
 void SerialLanes::Shutdown() {
-  std::lock_guard<std::mutex> guard(shutdown_mu_);
+  MutexLock guard(shutdown_mu_);
   if (joined_) return;
   for (auto& lane : lanes_) {
     {
-      std::lock_guard<std::mutex> lock(lane->mu);
+      MutexLock lock(lane->mu);
       lane->stopping = true;
     }
-    lane->has_work.notify_all();
-    lane->has_room.notify_all();  // bounded submitters give up with FailedPrecondition
+    lane->has_work.NotifyAll();
+    lane->has_room.NotifyAll();  // bounded submitters give up with FailedPrecondition
   }
   for (auto& lane : lanes_) lane->thread.join();
   joined_ = true;

@@ -16,10 +16,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace syncline {
@@ -82,10 +82,10 @@ class SerialLanes {
 
   const size_t max_pending_;
   std::vector<std::unique_ptr<Lane>> lanes_;
-  std::mutex shutdown_mu_;  // serializes Shutdown callers
-  bool joined_ = false;     // guarded by shutdown_mu_
-  std::mutex error_mu_;
-  Status first_error_;      // guarded by error_mu_
+  Mutex shutdown_mu_;  // serializes Shutdown callers
+  bool joined_ GUARDED_BY(shutdown_mu_) = false;
+  Mutex error_mu_;
+  Status first_error_ GUARDED_BY(error_mu_);
 };
 
 }  // namespace syncline

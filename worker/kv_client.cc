@@ -25,7 +25,7 @@ uint64_t KvClient::TakeCreditLocked(InFlight& entry) {
 void KvClient::Send(ChunkTask&& chunk) {
   const uint64_t request = next_request_++;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     in_flight_[request] = InFlight{chunk.op, chunk.index, chunk.server, chunk.length, true, chunk.posted_us,
                                    timeline_ ? Timeline::NowUs() : 0, 0};
   }
@@ -52,7 +52,7 @@ void KvClient::Send(ChunkTask&& chunk) {
   }
   uint64_t credit = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = in_flight_.find(request); it != in_flight_.end()) {
       credit = TakeCreditLocked(it->second);
       in_flight_.erase(it);
@@ -69,7 +69,7 @@ bool KvClient::Handle(Message& m) {
   InFlight entry;
   uint64_t credit = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = in_flight_.find(m.header.request_id());
     if (it == in_flight_.end() || it->second.server != m.header.sender()) {
       unknown_replies_.Add();
@@ -113,7 +113,7 @@ void KvClient::FailAll(const Status& status) {
   std::unordered_map<uint64_t, InFlight> failed;
   uint64_t credit = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     failed.swap(in_flight_);
     for (auto& [request, entry] : failed) credit += TakeCreditLocked(entry);
   }

@@ -14,9 +14,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "common/settings.h"
 #include "common/timeline.h"
 #include "control/client.h"
@@ -56,8 +56,8 @@ class KvClient {
     int64_t posted_us = 0, sent_us = 0, acked_us = 0;  // while tracing
   };
   void Trace(const InFlight& chunk, int64_t replied_us) const;
-  // Lock held: gives the entry's credit back once.
-  uint64_t TakeCreditLocked(InFlight& entry);
+  // Gives the entry's credit back once.
+  uint64_t TakeCreditLocked(InFlight& entry) REQUIRES(mu_);
 
   Endpoint* const endpoint_;
   const SchedulerClient* const control_;
@@ -67,8 +67,8 @@ class KvClient {
   TrafficCounters traffic_;
   Counter& unknown_replies_;
   std::atomic<uint64_t> next_request_{1};
-  std::mutex mu_;
-  std::unordered_map<uint64_t, InFlight> in_flight_;  // GUARDED_BY(mu_), by request id
+  Mutex mu_;
+  std::unordered_map<uint64_t, InFlight> in_flight_ GUARDED_BY(mu_);  // by request id
 };
 
 }  // namespace syncline

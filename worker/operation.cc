@@ -26,7 +26,7 @@ Operation::DoneCallback Operation::TakeDoneLocked(Status* status) {
 
 std::optional<Buffer> Operation::SendView(size_t i) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (error_) return std::nullopt;
     ++releases_pending_;
   }
@@ -42,12 +42,12 @@ void Operation::OnReleased(size_t i) {
   DoneCallback done;
   Status status;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     chunks_[i].released = true;
     --releases_pending_;
-    MaybeFinishLocked(i, lock, &done_with);
+    MaybeFinishLocked(i, &done_with);
     done = TakeDoneLocked(&status);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   RunDone(std::move(done), status);
 }
@@ -57,23 +57,23 @@ void Operation::OnReply(size_t i, Buffer payload) {
   DoneCallback done;
   Status status;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (error_ || chunks_[i].finished || chunks_[i].reply) return;
     if (payload.size() != lengths_[i]) {
       error_ = Internal("tensor '" + name_ + "': chunk " + std::to_string(i) + " came back with " +
                         std::to_string(payload.size()) + " bytes instead of " + std::to_string(lengths_[i]));
     } else {
       chunks_[i].reply = std::move(payload);
-      MaybeFinishLocked(i, lock, &done_with);
+      MaybeFinishLocked(i, &done_with);
     }
     done = TakeDoneLocked(&status);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   done_with = Buffer();  // its release may end the operation too: before the callback
   RunDone(std::move(done), status);
 }
 
-void Operation::MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock, Buffer* done_with) {
+void Operation::MaybeFinishLocked(size_t i, Buffer* done_with) {
   Chunk& c = chunks_[i];
   if (!c.reply || c.finished || error_) return;
   // A one-worker job on an in-process transport: the server's sum is the
@@ -85,17 +85,17 @@ void Operation::MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock, 
   *done_with = std::move(*c.reply);
   c.reply.reset();
   c.finished = true;
-  if (--remaining_ == 0) cv_.notify_all();
+  if (--remaining_ == 0) cv_.NotifyAll();
 }
 
 void Operation::Fail(const Status& status) {
   DoneCallback done;
   Status result;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!error_ && remaining_ > 0) error_ = status;
     done = TakeDoneLocked(&result);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   RunDone(std::move(done), result);
 }
@@ -104,18 +104,18 @@ void Operation::RunDoneIfEnded() {
   DoneCallback done;
   Status status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     done = TakeDoneLocked(&status);
   }
   RunDone(std::move(done), status);
 }
 
 Status Operation::Wait(Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // A failed operation returns only once the transport has let go of the
   // caller's memory (the worker closes its endpoint on abort, which drops
   // queued sends), so the caller may free it as soon as Wait returns.
-  const bool done = cv_.wait_until(lock, deadline.at(), [&] {
+  const bool done = cv_.WaitUntil(mu_, deadline, [this]() REQUIRES(mu_) {
     return remaining_ == 0 || (error_.has_value() && releases_pending_ == 0);
   });
   if (done) return error_ ? *error_ : Status::Ok();
@@ -127,7 +127,7 @@ Status Operation::Wait(Deadline deadline) {
 }
 
 bool Operation::Done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return remaining_ == 0 || (error_.has_value() && releases_pending_ == 0);
 }
 

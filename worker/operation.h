@@ -8,7 +8,6 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,6 +18,7 @@
 
 #include "common/buffer.h"
 #include "common/deadline.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace syncline {
@@ -64,12 +64,12 @@ class Operation : public std::enable_shared_from_this<Operation> {
     bool finished = false;
   };
   void OnReleased(size_t i);
-  // Writes the reply of chunk `i` back if both halves are in; lock held.
+  // Writes the reply of chunk `i` back if both halves are in.
   // The spent reply goes to `*done_with`, for the caller to drop unlocked.
-  void MaybeFinishLocked(size_t i, std::unique_lock<std::mutex>& lock, Buffer* done_with);
-  // Lock held: once the operation has ended, hands out the done callback
+  void MaybeFinishLocked(size_t i, Buffer* done_with) REQUIRES(mu_);
+  // Once the operation has ended, hands out the done callback
   // (once) and the status to call it with; the caller runs it unlocked.
-  DoneCallback TakeDoneLocked(Status* status);
+  DoneCallback TakeDoneLocked(Status* status) REQUIRES(mu_);
   // Runs a callback taken by TakeDoneLocked, if any.
   static void RunDone(DoneCallback done, const Status& status) {
     if (done) done(status);
@@ -80,13 +80,13 @@ class Operation : public std::enable_shared_from_this<Operation> {
   uint8_t* const output_;
   const std::vector<uint64_t> offsets_, lengths_;
   uint64_t bytes_ = 0;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Chunk> chunks_;   // GUARDED_BY(mu_)
-  size_t remaining_;            // GUARDED_BY(mu_)
-  size_t releases_pending_ = 0; // GUARDED_BY(mu_): views handed out, not yet released
-  std::optional<Status> error_; // GUARDED_BY(mu_)
-  DoneCallback on_done_;        // GUARDED_BY(mu_); empty once run
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<Chunk> chunks_ GUARDED_BY(mu_);
+  size_t remaining_ GUARDED_BY(mu_);
+  size_t releases_pending_ GUARDED_BY(mu_) = 0;  // views handed out, not yet released
+  std::optional<Status> error_ GUARDED_BY(mu_);
+  DoneCallback on_done_ GUARDED_BY(mu_);  // empty once run
 };
 
 // Work that runs once after an operation succeeded (e.g. copying a staged

@@ -81,7 +81,7 @@ Operation::DoneCallback Worker::Measured(Operation::DoneCallback on_done) {
 Worker::~Worker() {
   bool left_early = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     leaving_ = true;  // from now on an abort starts no closer_: this destructor closes the endpoint
     if (!shutdown_) {
       shutdown_ = Aborted("worker destroyed without Shutdown");
@@ -98,7 +98,7 @@ Worker::~Worker() {
   }
   std::thread closer;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     closer.swap(closer_);
   }
   if (closer.joinable()) closer.join();
@@ -114,7 +114,7 @@ Status Worker::Start(const std::string& listen_address) {
     FailAll(st);
     // Close the endpoint so queued sends drop their references to callers'
     // tensors; not on this thread, which may be the endpoint's own.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!leaving_ && !closer_.joinable()) closer_ = std::thread([this] { endpoint_->Close(); });
   });
   SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
@@ -136,7 +136,7 @@ Status Worker::Start(const std::string& listen_address) {
 Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t num_elements) {
   if (name.empty()) return InvalidArgument("a tensor needs a name");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = by_name_.find(name); it != by_name_.end()) {
       const Tensor& t = tensors_[it->second];
       if (t.dtype == dtype && t.num_elements == num_elements) return it->second;
@@ -150,7 +150,7 @@ Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t 
   spec.set_num_elements(num_elements);
   spec.set_partition_bytes(settings_.partition_bytes);
   SYNCLINE_ASSIGN_OR_RETURN(proto::DeclareReply reply, client_.Declare(spec, DefaultDeadline()));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (reply.tensor_id() >= tensors_.size()) tensors_.resize(reply.tensor_id() + 1);
   Tensor& t = tensors_[reply.tensor_id()];
   t.name = name;
@@ -166,7 +166,7 @@ Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
   if (partition_bytes < 64) return InvalidArgument("a partition of " + std::to_string(partition_bytes) + " bytes is below 64");
   proto::TensorSpec spec;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (id >= tensors_.size() || tensors_[id].name.empty())
       return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
     Tensor& t = tensors_[id];
@@ -182,7 +182,7 @@ Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
     spec.set_partition_bytes(partition_bytes);
   }
   SYNCLINE_ASSIGN_OR_RETURN(proto::DeclareReply reply, client_.Declare(spec, DefaultDeadline()));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Tensor& t = tensors_[id];
   t.by_partition[partition_bytes].chunks.assign(reply.chunks().begin(), reply.chunks().end());
   t.partition = partition_bytes;
@@ -190,7 +190,7 @@ Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
 }
 
 std::vector<TensorId> Worker::TensorIds() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<TensorId> ids;
   for (const auto& [name, id] : by_name_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
@@ -198,7 +198,7 @@ std::vector<TensorId> Worker::TensorIds() const {
 }
 
 Result<uint64_t> Worker::TensorBytes(TensorId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (id >= tensors_.size() || tensors_[id].name.empty())
     return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
   return tensors_[id].num_elements * DTypeSize(tensors_[id].dtype);
@@ -231,7 +231,7 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
   std::shared_ptr<Operation> op;
   std::vector<ChunkTask> chunks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shutdown_) return FailedPrecondition("push_pull after Shutdown");
     if (id >= tensors_.size() || tensors_[id].name.empty())
       return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
@@ -305,7 +305,7 @@ Status Worker::Barrier() {
 Status Worker::WaitForOperationsInFlight() {
   std::vector<std::shared_ptr<Operation>> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& w : ops_)
       if (auto op = w.lock()) pending.push_back(op);
   }
@@ -319,7 +319,7 @@ Status Worker::WaitForOperationsInFlight() {
 
 Status Worker::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shutdown_) return *shutdown_;
     shutdown_ = Status::Ok();
   }
@@ -337,7 +337,7 @@ Status Worker::Shutdown() {
     result = client_.Finish();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let FINISH leave before the socket closes
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   shutdown_ = result;
   return result;
 }

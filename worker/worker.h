@@ -22,13 +22,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/mutex.h"
 #include "common/settings.h"
 #include "common/timeline.h"
 #include "control/authenticated_endpoint.h"
@@ -167,13 +167,13 @@ class Worker {
   std::atomic<uint64_t> next_sequence_{0};
   const bool cuda_ = false;  // CUDA devices present: pointers may be device memory
 
-  mutable std::mutex mu_;
-  std::vector<Tensor> tensors_;                          // GUARDED_BY(mu_), index = TensorId
-  std::map<std::string, TensorId> by_name_;              // GUARDED_BY(mu_)
-  std::vector<std::weak_ptr<Operation>> ops_;            // GUARDED_BY(mu_), to wait for at shutdown
-  std::optional<Status> shutdown_;                       // GUARDED_BY(mu_)
-  std::thread closer_;                                   // GUARDED_BY(mu_): closes the endpoint after an abort
-  bool leaving_ = false;  // GUARDED_BY(mu_): the destructor has begun; it closes the endpoint itself
+  mutable Mutex mu_;
+  std::vector<Tensor> tensors_ GUARDED_BY(mu_);  // index = TensorId
+  std::map<std::string, TensorId> by_name_ GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<Operation>> ops_ GUARDED_BY(mu_);  // to wait for at shutdown
+  std::optional<Status> shutdown_ GUARDED_BY(mu_);
+  std::thread closer_ GUARDED_BY(mu_);  // closes the endpoint after an abort
+  bool leaving_ GUARDED_BY(mu_) = false;  // the destructor has begun; it closes the endpoint itself
   std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 

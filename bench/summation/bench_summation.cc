@@ -220,7 +220,7 @@ int Main(int argc, char** argv) {
       if (threads == 1 && has_convert_only) convert_loops.emplace_back(8, ConvertOnlyF16);
       if (threads == 1 && has_convert_only_x16) convert_loops.emplace_back(16, ConvertOnlyF16x16);
       for (auto [width, loop] : convert_loops) {
-        contenders.emplace_back(fill(DType::kFloat16), [&, loop, bytes] {
+        contenders.emplace_back(fill(DType::kFloat16), [&, loop = loop, bytes] {  // (clang 14 cannot capture a structured binding)
           loop(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(s), bytes / 2);
           Clobber(d);
         });

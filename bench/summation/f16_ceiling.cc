@@ -1,12 +1,16 @@
 #include "f16_ceiling.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace syncline::bench {
 
 bool HasConvertOnlyF16() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C from cpuid itself: clang 14's __builtin_cpu_supports does not know "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && f16c;
 }
 
 __attribute__((target("avx2,f16c"))) void ConvertOnlyF16(uint16_t* dst, const uint16_t* src, size_t n) {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/logging.h"
 #include "common/settings.h"
 #include "scheduler/scheduler.h"
 #include "server/server.h"
@@ -74,6 +75,9 @@ class InProcessJob {
 
   // Starts the scheduler and servers, then creates the workers (which join concurrently).
   Status Start() {
+    // Install the process's logger before any node thread logs: a later
+    // first InitLogging (syncline_init's) would replace the default logger under them.
+    InitLogging("in-process job", BaseSettings(Role::kScheduler).log_level);
     Settings sched = BaseSettings(Role::kScheduler);
     scheduler_ = std::make_unique<Scheduler>(sched, NewEndpoint());
     auto address = scheduler_->Listen(Address("scheduler"));
@@ -81,9 +85,13 @@ class InProcessJob {
     scheduler_address_ = *address;
     threads_.emplace_back([this] { scheduler_status_ = scheduler_->Run(); });
     server_status_.resize(options_.servers);
+    // Every server exists before any runs: a running server's thread reads
+    // servers_, which must not grow (and move) under it.
     for (int i = 0; i < options_.servers; ++i) {
       servers_.push_back(std::make_unique<Server>(BaseSettings(Role::kServer), NewEndpoint(),
                                                   Address("server-" + std::to_string(i)), scheduler_address_));
+    }
+    for (int i = 0; i < options_.servers; ++i) {
       threads_.emplace_back([this, i] { server_status_[i] = servers_[i]->Run(); });
     }
     std::vector<std::future<Result<std::unique_ptr<Worker>>>> joining;
