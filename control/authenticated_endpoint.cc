@@ -29,6 +29,7 @@ void AuthenticatedEndpoint::Close() {
   closed_ = true;
   held_.clear();  // releases the payloads' senders (shared memory slots)
   held_bytes_ = 0;
+  holding_ = false;
 }
 
 EndpointStats AuthenticatedEndpoint::stats() const {
@@ -63,9 +64,11 @@ void AuthenticatedEndpoint::Admit(Message&& m) {
   }
   held_bytes_ += bytes;
   held_.push_back(std::move(m));
+  holding_ = true;
 }
 
 void AuthenticatedEndpoint::RetryHeld() {
+  if (!holding_) return;  // the usual case: one atomic load per received message
   std::deque<Message> retry;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -74,6 +77,7 @@ void AuthenticatedEndpoint::RetryHeld() {
     held_version_ = version;
     retry.swap(held_);
     held_bytes_ = 0;
+    holding_ = false;
   }
   // In arrival order; one still without a key goes back to be held.
   for (Message& m : retry) Admit(std::move(m));

@@ -15,6 +15,7 @@
 // wrapped endpoint's receiving thread(s), never with a lock held.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,7 @@ class AuthenticatedEndpoint : public Endpoint {
   Receiver receiver_;
   mutable std::mutex mu_;
   std::deque<Message> held_;       // GUARDED_BY(mu_)
+  std::atomic<bool> holding_{false};  // held_ is not empty: lets every other receipt skip RetryHeld's locks
   uint64_t held_bytes_ = 0;        // GUARDED_BY(mu_)
   uint64_t held_version_ = 0;      // GUARDED_BY(mu_): the key ring's version when held_ was last checked
   uint64_t unauthenticated_ = 0;   // GUARDED_BY(mu_)

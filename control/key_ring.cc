@@ -103,7 +103,7 @@ KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why) {
     return Verdict::kRejected;
   }
   const int32_t sender = header->sender();
-  const std::string nonce = header->auth().nonce();
+  const std::string& nonce = header->auth().nonce();  // only the mac changes below
   const uint64_t seq = header->auth().seq();
   SecretKey key;
   if (sender < 0) {
