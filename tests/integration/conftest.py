@@ -5,7 +5,7 @@ started here is killed when its test ends, and every wait has a timeout.
 """
 import os
 import signal
-import socket
+from localhost import clean_env, free_port  # noqa: F401 (the tests import them from here)
 import subprocess
 import time
 from pathlib import Path
@@ -20,17 +20,6 @@ SERVER = str(BIN / "syncline-server")
 EXAMPLE = str(BIN / "syncline-example-training")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_env(**extra):
-    """The test process's environment without Syncline/BytePS settings, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_", "PS_"))}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 # The UCX transport, with UCX_TLS as given (None: UCX's default, or the caller's UCX_TLS).

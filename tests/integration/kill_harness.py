@@ -16,11 +16,12 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from localhost import clean_env, free_port
 
 WORKERS, SERVERS = 3, 2
 ROUNDS = 1000  # ~1-2 s of training on the 2-core VM: long enough to be hit while it runs
@@ -37,17 +38,6 @@ SIGNALS = ["SIGKILL", "SIGSTOP"]
 NAMES = ["scheduler"] + [f"server {i}" for i in range(SERVERS)] + [f"worker {r}" for r in range(WORKERS)]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_env(**extra):
-    """This process's environment without Syncline/BytePS settings, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_", "PS_"))}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 def role_of(name):  # "worker 1" -> "worker"
