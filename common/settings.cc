@@ -130,6 +130,7 @@ const std::vector<Entry>& Entries() {
        Integer(&Settings::heartbeat_timeout_ms, 50, 86400000)},
       {"SYNCLINE_STARTUP_TIMEOUT_MS", {}, Integer(&Settings::startup_timeout_ms, 100, 86400000)},
       {"SYNCLINE_REQUEST_TIMEOUT_MS", {}, Integer(&Settings::request_timeout_ms, 100, 86400000)},
+      {"SYNCLINE_STALL_TIMEOUT_MS", {}, Integer(&Settings::stall_timeout_ms, 0, 86400000)},
       {"SYNCLINE_SERVER_THREADS", {{"BYTEPS_SERVER_ENGINE_THREAD", 1}},
        Integer(&Settings::server_threads, 1, 256)},
       {"SYNCLINE_SUM_THREADS", {{"BYTEPS_OMP_THREAD_PER_GPU", 1}}, Integer(&Settings::sum_threads, 0, 1024)},

@@ -109,6 +109,12 @@ struct Settings {
   // (push_pull wait, barrier, declare). Default 10 min: generous on purpose;
   // dead peers are detected sooner by heartbeats.
   int request_timeout_ms = 600000;
+  // SYNCLINE_STALL_TIMEOUT_MS. A worker none of whose push_pulls in flight
+  // ended for this long tells the scheduler; once every worker is stalled so
+  // (each waits for a push another will never make: workers that did not make
+  // the same push_pull calls), the job ends naming the tensors whose call
+  // counts differ. 0: never. Like Horovod's stall check (60 s).
+  int stall_timeout_ms = 60000;
   // SYNCLINE_SERVER_THREADS | BYTEPS_SERVER_ENGINE_THREAD. Summation engine
   // threads per server; each key is always handled by the same thread.
   int server_threads = 2;

@@ -125,6 +125,7 @@ void Scheduler::Handle(Message&& m) {
     case proto::BARRIER: return OnBarrier(m);
     case proto::DECLARE: return OnDeclare(m);
     case proto::FINISH: return OnFinish(m);
+    case proto::WORKER_STALLED: return OnWorkerStalled(m);
     case proto::PLACEMENT_ACK:
       if (nodes_.count(sender) && nodes_[sender].info.role() == proto::SERVER) return OnPlacementAck(m);
       break;
@@ -198,6 +199,7 @@ void Scheduler::OnFinish(const Message& m) {
   auto it = nodes_.find(m.header.sender());
   if (it == nodes_.end()) return;
   it->second.finished = true;
+  stalled_.erase(it->first);
   SYNCLINE_LOG_INFO("{} finished", Describe(it->first));
   bool workers_done = true, all_done = true;
   for (auto& [id, n] : nodes_) {

@@ -77,6 +77,11 @@ class Scheduler {
   void OnDeclare(const Message& m);
   void OnFinish(const Message& m);
   void OnPlacementAck(const Message& m);
+  // A worker's push_pulls stopped moving, or move again (stalls.cc).
+  void OnWorkerStalled(const Message& m);
+  // Ends the job once every worker still in it is stalled or at a barrier.
+  void CheckStalledJob();
+  bool AtBarrier(int32_t id) const;
   // Once every worker declared `t`: tells its servers their chunks, then
   // (when all of them acknowledged) the workers its id and placement.
   void PlaceDeclared(TensorEntry& t);
@@ -119,6 +124,7 @@ class Scheduler {
   uint64_t total_chunks_ = 0;                                       // GUARDED_BY(mu_): of every tensor
   std::unique_ptr<KeyPlacement> placement_;                         // GUARDED_BY(mu_)
   bool shutdown_sent_ = false;                                      // GUARDED_BY(mu_)
+  std::map<int32_t, proto::WorkerStalled> stalled_;                 // GUARDED_BY(mu_): by worker node id
   std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 

@@ -55,6 +55,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // Wait would return at once.
   bool Done() const;
   const std::string& tensor_name() const { return name_; }
+  // When the push_pull began.
+  Clock::time_point started() const { return started_; }
   uint64_t bytes() const { return bytes_; }
 
  private:
@@ -80,6 +82,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   uint8_t* const output_;
   const std::vector<uint64_t> offsets_, lengths_;
   uint64_t bytes_ = 0;
+  const Clock::time_point started_ = Clock::now();
   mutable Mutex mu_;
   CondVar cv_;
   std::vector<Chunk> chunks_ GUARDED_BY(mu_);

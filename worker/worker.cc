@@ -69,9 +69,10 @@ void Worker::AddSchedulerMetrics() {
 Operation::DoneCallback Worker::Measured(Operation::DoneCallback on_done) {
   // Holds the registry, not the worker: the instruments live as long as it.
   return [registry = metrics_, &seconds = push_pull_seconds_, &done = push_pulls_done_,
-          &failed = push_pulls_failed_, start = std::chrono::steady_clock::now(),
+          &failed = push_pulls_failed_, start = std::chrono::steady_clock::now(), last_ended = last_ended_,
           on_done = std::move(on_done)](const Status& st) {
     (void)registry;
+    last_ended->store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     (st.ok() ? done : failed).Add();
     if (on_done) on_done(st);
@@ -79,6 +80,7 @@ Operation::DoneCallback Worker::Measured(Operation::DoneCallback on_done) {
 }
 
 Worker::~Worker() {
+  stall_watch_.reset();  // it looks at ops_ and sends through endpoint_
   bool left_early = false;
   {
     MutexLock lock(mu_);
@@ -130,6 +132,10 @@ Status Worker::Start(const std::string& listen_address) {
   }
   SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers", client_.my_rank(), settings_.num_workers,
                     client_.NodesOf(proto::SERVER).size());
+  stall_watch_ = std::make_unique<StallWatch>(
+      Millis(settings_.stall_timeout_ms), [this] { return StallSample(); },
+      [this](const StallWatch::Report& report) { ReportStall(report); });
+  stall_watch_->Start();
   return Status::Ok();
 }
 

@@ -40,6 +40,7 @@
 #include "worker/chunk.h"
 #include "worker/kv_client.h"
 #include "worker/operation.h"
+#include "worker/stall_watch.h"
 
 namespace syncline {
 
@@ -144,8 +145,13 @@ class Worker {
   // Waits (up to the request timeout) for every operation in flight; the first failure.
   Status WaitForOperationsInFlight();
 
-  // Wraps the caller's callback: counts the push_pull and its latency.
+  // Wraps the caller's callback: counts the push_pull and its latency, and
+  // notes when it ended (for the stall watch).
   Operation::DoneCallback Measured(Operation::DoneCallback on_done);
+  // The stall watch's look at this worker, and its report to the scheduler
+  // (worker_stalls.cc).
+  StallWatch::Sample StallSample() const;
+  void ReportStall(const StallWatch::Report& report);
   void AddSchedulerMetrics();
 
   const Settings settings_;
@@ -166,6 +172,11 @@ class Worker {
   std::unique_ptr<ChunkScheduler> chunk_scheduler_;  // after kv_: stops sending before kv_ goes
   std::atomic<uint64_t> next_sequence_{0};
   const bool cuda_ = false;  // CUDA devices present: pointers may be device memory
+  // When a push_pull last ended (Clock ticks); shared with the done
+  // callbacks, which may outlive the worker.
+  const std::shared_ptr<std::atomic<Clock::rep>> last_ended_ =
+      std::make_shared<std::atomic<Clock::rep>>(Clock::now().time_since_epoch().count());
+  std::unique_ptr<StallWatch> stall_watch_;  // from Start; stopped first in the destructor
 
   mutable Mutex mu_;
   std::vector<Tensor> tensors_ GUARDED_BY(mu_);  // index = TensorId

@@ -19,7 +19,7 @@ constexpr proto::Op kOps[] = {proto::REGISTER,      proto::ADDRESS_BOOK, proto::
                               proto::SHUTDOWN,      proto::DECLARE,      proto::DECLARE_REPLY, proto::WORKER_FINISHED,
                               proto::PUSH,          proto::PUSH_ACK,     proto::PULL,       proto::PULL_REPLY,
                               proto::ERROR,         proto::WORKER_AT_BARRIER, proto::PLACEMENT, proto::PLACEMENT_ACK,
-                              proto::OP_UNKNOWN};
+                              proto::WORKER_STALLED, proto::OP_UNKNOWN};
 
 // Mostly small values (ids, ranks, keys, rounds that exist), sometimes any.
 uint64_t SmallOrAny(FuzzedDataProvider& in, uint64_t small) {
@@ -106,6 +106,19 @@ void FillBody(FuzzedDataProvider& in, proto::Header& h) {
     case proto::WORKER_FINISHED:
       h.mutable_worker_finished()->set_rank(SmallId(in));
       break;
+    case proto::WORKER_STALLED: {
+      auto* note = h.mutable_worker_stalled();
+      note->set_stalled(in.ConsumeBool());
+      note->set_waiting_for("t" + std::to_string(in.ConsumeIntegralInRange(0, 3)));
+      note->set_waited_ms(SmallOrAny(in, 100000));
+      for (int n = in.ConsumeIntegralInRange(0, 5); n > 0; --n) {
+        auto* c = note->add_calls();
+        c->set_tensor(in.ConsumeBool() ? "t" + std::to_string(in.ConsumeIntegralInRange(0, 3))
+                                       : in.ConsumeRandomLengthString(8));
+        c->set_push_pulls(SmallOrAny(in, 5));
+      }
+      break;
+    }
     default:
       break;
   }

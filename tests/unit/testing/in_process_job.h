@@ -34,6 +34,7 @@ class InProcessJob {
     int heartbeat_interval_ms = 50;
     int heartbeat_timeout_ms = 2000;
     int request_timeout_ms = 20000;
+    int stall_timeout_ms = 60000;
     int external_workers = 0;  // of `workers`, how many the test starts itself
     bool shm = false;          // payloads through shared memory (all nodes share this process)
     std::string trace_dir;     // set: workers trace steps 0-1 into it
@@ -60,6 +61,7 @@ class InProcessJob {
     s.heartbeat_interval_ms = options_.heartbeat_interval_ms;
     s.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
     s.request_timeout_ms = options_.request_timeout_ms;
+    s.stall_timeout_ms = options_.stall_timeout_ms;
     s.startup_timeout_ms = 20000;
     s.job_token = "test-token";
     s.shm = options_.shm;

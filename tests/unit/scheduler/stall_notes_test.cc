@@ -1,0 +1,106 @@
+// The scheduler's handling of workers' stall notes (scheduler/stalls.cc):
+// the job ends once every worker is stalled, saying whether their push_pull
+// counts differ; one stalled worker alone, a worker moving again, and notes
+// that are not a worker's to send or that count undeclared tensors change
+// nothing.
+#include "scheduler/scheduler.h"
+
+#include "tests/unit/scheduler/scheduler_testing.h"
+#include "transport/wire.h"
+
+namespace syncline {
+namespace {
+
+using namespace scheduler_testing;
+
+class StallNotesTest : public SchedulerTest {
+ protected:
+  // A started 2-worker, 1-server job with tensors 'a' and 'b' declared.
+  void SetUpJob() {
+    Settings s = JobSettings(2, 1);
+    s.stall_timeout_ms = 2000;
+    StartScheduler(s);
+    w0_ = &AddNode("w0", Role::kWorker, s);
+    w1_ = &AddNode("w1", Role::kWorker, s);
+    srv_ = &AddNode("s0", Role::kServer, s);
+    JoinAll({w0_, w1_, srv_});
+    for (const char* name : {"a", "b"}) {
+      proto::TensorSpec spec;
+      spec.set_name(name);
+      spec.set_dtype(proto::FLOAT32);
+      spec.set_num_elements(100);
+      spec.set_partition_bytes(4096);
+      auto d0 = std::async(std::launch::async, [&] { return w0_->client->Declare(spec, Deadline::AfterMs(5000)); });
+      auto d1 = std::async(std::launch::async, [&] { return w1_->client->Declare(spec, Deadline::AfterMs(5000)); });
+      ASSERT_TRUE(d0.get().ok());
+      ASSERT_TRUE(d1.get().ok());
+    }
+  }
+  // `from` says it is stalled waiting for `waiting_for`, with these counts.
+  void Stalled(Node& from, const std::string& waiting_for, std::vector<std::pair<std::string, uint64_t>> calls) {
+    Message m = MakeMessage(proto::WORKER_STALLED, from.client->my_id());
+    proto::WorkerStalled* note = m.header.mutable_worker_stalled();
+    note->set_stalled(true);
+    note->set_waiting_for(waiting_for);
+    note->set_waited_ms(2000);
+    for (const auto& [tensor, n] : calls) {
+      proto::TensorCalls* c = note->add_calls();
+      c->set_tensor(tensor);
+      c->set_push_pulls(n);
+    }
+    ASSERT_TRUE(from.endpoint->Send(kSchedulerPeer, std::move(m), Deadline::AfterMs(1000)).ok());
+  }
+  void MovingAgain(Node& from) {
+    Message m = MakeMessage(proto::WORKER_STALLED, from.client->my_id());
+    m.header.mutable_worker_stalled()->set_stalled(false);
+    ASSERT_TRUE(from.endpoint->Send(kSchedulerPeer, std::move(m), Deadline::AfterMs(1000)).ok());
+  }
+  bool StillRunning() { return !Ready(run_, 500); }
+
+  Node* w0_ = nullptr;
+  Node* w1_ = nullptr;
+  Node* srv_ = nullptr;
+};
+
+TEST_F(StallNotesTest, EveryWorkerStalledWithDifferentCountsEndsTheJobNamingThem) {
+  SetUpJob();
+  Stalled(*w0_, "b", {{"a", 2}, {"b", 2}});
+  ASSERT_TRUE(StillRunning()) << "worker 1 is not waiting: only a warning";
+  Stalled(*w1_, "a", {{"a", 3}});  // never push_pulled 'b'
+  Status st = RunResult();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("every worker waits for the others"));
+  EXPECT_THAT(st.message(), HasSubstr("tensor 'a': 2 by worker 0, 3 by worker 1"));
+  EXPECT_THAT(st.message(), HasSubstr("tensor 'b': 0 by worker 1, 2 by worker 0"));
+}
+
+TEST_F(StallNotesTest, EveryWorkerStalledWithTheSameCountsPointsAtTheServers) {
+  SetUpJob();
+  Stalled(*w0_, "a", {{"a", 4}, {"b", 4}});
+  Stalled(*w1_, "b", {{"a", 4}, {"b", 4}});
+  Status st = RunResult();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("although they made the same push_pull calls"));
+  EXPECT_THAT(st.message(), HasSubstr("'a' (worker 0), 'b' (worker 1)"));
+}
+
+TEST_F(StallNotesTest, AWorkerMovingAgainIsNoLongerCounted) {
+  SetUpJob();
+  Stalled(*w0_, "a", {{"a", 1}, {"b", 1}});
+  MovingAgain(*w0_);
+  Stalled(*w1_, "a", {{"a", 1}, {"b", 1}});
+  EXPECT_TRUE(StillRunning());
+}
+
+TEST_F(StallNotesTest, NotesNotAWorkersToSendOrCountingUndeclaredTensorsAreIgnored) {
+  SetUpJob();
+  Stalled(*srv_, "a", {{"a", 1}});                   // a server has no push_pulls
+  Stalled(*w0_, "a", {{"a", 1}, {"zzz", 1}});        // undeclared tensor
+  Stalled(*w0_, "a", {{"a", 1}, {"a", 2}});          // counted twice
+  Stalled(*w0_, "zzz", {{"a", 1}});                  // waits for an undeclared tensor
+  Stalled(*w1_, "a", {{"a", 1}, {"b", 1}});
+  EXPECT_TRUE(StillRunning()) << "only worker 1's note stands";
+}
+
+}  // namespace
+}  // namespace syncline
