@@ -35,7 +35,7 @@ class SpawnSetup {
 
   // Own process group, no blocked signals, every handler back to default
   // (a SIG_IGN of the launcher, e.g. for SIGPIPE, must not leak into children).
-  Status Configure(int out_w, int err_w) {
+  Status Configure(int in, int out_w, int err_w) {
     sigset_t empty, all;
     sigemptyset(&empty);
     sigfillset(&all);
@@ -46,7 +46,9 @@ class SpawnSetup {
     if (rc == 0) rc = posix_spawnattr_setpgroup(&attr_, 0);
     if (rc == 0) rc = posix_spawnattr_setsigmask(&attr_, &empty);
     if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr_, &all);
-    if (rc == 0) rc = posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    if (rc == 0)
+      rc = in >= 0 ? posix_spawn_file_actions_adddup2(&actions_, in, STDIN_FILENO)
+                   : posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions_, out_w, STDOUT_FILENO);
     if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions_, err_w, STDERR_FILENO);
     if (rc != 0) return Internal("preparing posix_spawn: " + ErrnoText(rc));
@@ -134,7 +136,7 @@ Result<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec) {
   Status st = MakeOutputPipe(out_r, out_w);
   if (st.ok()) st = MakeOutputPipe(err_r, err_w);
   SpawnSetup setup;
-  if (st.ok()) st = setup.Configure(out_w, err_w);
+  if (st.ok()) st = setup.Configure(spec.stdin_fd, out_w, err_w);
   pid_t pid = -1;
   if (st.ok()) {
     // glibc reports a failed exec (ENOENT, EACCES, ...) as posix_spawnp's result.

@@ -1,6 +1,7 @@
 // Process: one child process started by pslaunch. It runs in its own process
 // group (so a signal reaches everything it forked), its stdout and stderr come
-// back through non-blocking pipes, its stdin is /dev/null, and it sees exactly
+// back through non-blocking pipes, its stdin is /dev/null (or a descriptor the
+// spec names), and it sees exactly
 // the environment it was given. Nothing here blocks without a bound.
 //
 // Thread-safety: none; a Process is owned and used by one thread.
@@ -37,6 +38,9 @@ struct ProcessSpec {
   std::vector<std::string> argv;
   // The child's complete environment (nothing else is inherited).
   Environment env;
+  // The child's stdin: this descriptor of the launcher (e.g. a pipe's read
+  // end, which may be close-on-exec); -1: /dev/null.
+  int stdin_fd = -1;
 };
 
 class Process {

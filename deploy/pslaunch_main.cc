@@ -183,12 +183,13 @@ Result<std::vector<SupervisedProcess>> PlanHosts(const Options& o, JobShape shap
   char cwd[4096];
   if (getcwd(cwd, sizeof(cwd)) == nullptr) return Unavailable("getcwd failed");
   job.cwd = cwd;
-  // Checked before the pipe is made: a usage error leaves nothing open.
-  SYNCLINE_RETURN_IF_ERROR(PlanHostsJob(job, parent).status());
-  // Held open (never written) until pslaunch exits: see remote_job.h.
-  SYNCLINE_ASSIGN_OR_RETURN(LivenessPipe pipe, OpenLivenessPipe());
-  job.stdin_fd = pipe.read_fd;
   SYNCLINE_ASSIGN_OR_RETURN(std::vector<PlannedProcess> plan, PlanHostsJob(job, parent));
+  // Each ssh's stdin: the token, then held open (never written again) until
+  // pslaunch exits, as remote_job.h says; the descriptors live as long as it.
+  for (PlannedProcess& p : plan) {
+    SYNCLINE_ASSIGN_OR_RETURN(RemoteStdin in, OpenRemoteStdin(shape.job_token));
+    p.spec.stdin_fd = in.read_fd;
+  }
   std::string where;
   for (const auto& p : plan) where += (where.empty() ? "" : ", ") + p.label;
   std::set<std::string> machines;

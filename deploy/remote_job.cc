@@ -1,6 +1,7 @@
 #include "deploy/remote_job.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,11 +13,15 @@
 
 namespace syncline::deploy {
 
-// How a remote process dies with its connection. ssh hands the command to the
-// remote login shell, which execs /bin/sh with this script; its stdin is the
-// ssh channel's stdin, which reaches end-of-file when pslaunch's end of the
-// liveness pipe closes (pslaunch exited or was killed), when the local ssh is
-// killed, or when the connection drops (sshd then closes the channel).
+// How a remote process gets the job token and dies with its connection. ssh
+// hands the command to the remote login shell, which execs /bin/sh with this
+// script; its stdin is the ssh channel's stdin: first the token's line (kept
+// off every command line), then nothing until end-of-file, which comes when
+// pslaunch's end of the pipe closes (pslaunch exited or was killed), when the
+// local ssh is killed, or when the connection drops (sshd then closes the
+// channel).
+//   - The token's line is read byte by byte (sh's read never reads past the
+//     newline of a pipe), so the rest of stdin stays for the watcher.
 //   - The command runs in the background (stdin /dev/null, as in a local job)
 //     in its own session and process group (setsid -w: the group is the
 //     process's, and $pid lives exactly as long as the command), so the
@@ -34,6 +39,9 @@ namespace syncline::deploy {
 // which it stops too) and exits.
 const char* const kRemoteWrapper =
     "g=$1; shift\n"
+    "IFS= read -r t || { echo 'pslaunch-remote: no job token on stdin' >&2; exit 1; }\n"
+    "if [ -n \"$t\" ]; then SYNCLINE_JOB_TOKEN=$t; export SYNCLINE_JOB_TOKEN; fi\n"
+    "t=\n"
     "exec 3<&0\n"
     "if command -v setsid >/dev/null 2>&1; then setsid -w \"$@\" 3<&- & else \"$@\" 3<&- & fi\n"
     "pid=$!\n"
@@ -77,26 +85,21 @@ std::vector<std::string> SshArgv(const std::vector<std::string>& ssh, int port, 
   return argv;
 }
 
-std::vector<std::string> WithStdinFrom(int fd, const std::vector<std::string>& argv) {
-  const std::string n = std::to_string(fd);
-  std::vector<std::string> out{"/bin/sh", "-c", "exec \"$@\" 0<&" + n + " " + n + "<&-", "pslaunch-ssh"};
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
-}
-
-Result<LivenessPipe> OpenLivenessPipe() {
+Result<RemoteStdin> OpenRemoteStdin(const std::string& token) {
+  if (token.find('\n') != std::string::npos) return InvalidArgument("the job token holds a line break");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Unavailable(std::string("pipe2: ") + strerror(errno));
-  // The read end goes to every child at a one-digit descriptor (what any sh
-  // can redirect from), without close-on-exec; the write end stays ours.
-  int read_fd = fcntl(fds[0], F_DUPFD, 3);
-  close(fds[0]);
-  if (read_fd < 0 || read_fd > 9) {
-    if (read_fd >= 0) close(read_fd);
+  const std::string line = token + "\n";
+  // A pipe holds at least 4 KiB (PIPE_BUF) before a write would block.
+  if (line.size() > PIPE_BUF || write(fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    const int err = errno;
+    close(fds[0]);
     close(fds[1]);
-    return Unavailable("no free file descriptor in 3..9 for ssh's stdin");
+    return line.size() > PIPE_BUF ? InvalidArgument("the job token is longer than " + std::to_string(PIPE_BUF - 1) +
+                                                    " bytes")
+                                   : Unavailable(std::string("writing the job token to a pipe: ") + strerror(err));
   }
-  return LivenessPipe{read_fd, fds[1]};
+  return RemoteStdin{fds[0], fds[1]};
 }
 
 namespace {
@@ -170,6 +173,8 @@ Result<std::vector<PlannedProcess>> PlanHostsJob(const HostsJob& job, const Envi
     // An empty parent: the result holds exactly what pslaunch sets.
     SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess p, PlanNode(node, Environment{}));
     std::vector<EnvAssignment> set(p.spec.env.begin(), p.spec.env.end());
+    // The token goes on ssh's stdin (OpenRemoteStdin), not the command line.
+    std::erase_if(set, [](const EnvAssignment& a) { return a.first == "SYNCLINE_JOB_TOKEN"; });
     std::vector<std::string> unset;
     if (s.role == Role::kWorker) {
       set.emplace_back("SYNCLINE_LOCAL_RANK", std::to_string(worker_index_on_host[host.address]++));
@@ -177,10 +182,11 @@ Result<std::vector<PlannedProcess>> PlanHostsJob(const HostsJob& job, const Envi
       unset = {"BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE"};
     }
     for (const auto& name : p.removed_env)
-      if (!Has(set, name) && std::find(unset.begin(), unset.end(), name) == unset.end()) unset.push_back(name);
+      if (!Has(set, name) && name != "SYNCLINE_JOB_TOKEN" && std::find(unset.begin(), unset.end(), name) == unset.end())
+        unset.push_back(name);
     const std::string remote = RemoteCommandLine(job.cwd, job.remote_grace_s, unset, set, p.spec.argv);
     std::vector<std::string> ssh = SshArgv(job.ssh, job.ssh_port, host.target, remote);
-    p.spec.argv = job.stdin_fd >= 0 ? WithStdinFrom(job.stdin_fd, ssh) : ssh;
+    p.spec.argv = ssh;
     p.spec.env = local_env;
     p.label += " @" + host.address;
     p.primary = s.role == Role::kWorker;

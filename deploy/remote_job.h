@@ -9,12 +9,17 @@
 // these travel: the remote process otherwise has its login environment, minus
 // the names pslaunch controls (and their BytePS aliases).
 //
-// Remote processes die with the connection. ssh's stdin is the read end of a
-// pipe whose only writer is pslaunch (it never writes). ssh forwards stdin, so
-// when pslaunch exits or is killed (SIGKILL included) the kernel closes the
-// write end, each ssh sends EOF, and the remote wrapper (kRemoteWrapper) stops
-// its process. The same happens when an ssh is killed (the supervisor stops the
-// job) or the connection drops: sshd closes the command's stdin.
+// The job token never appears on a command line (where `ps` on either host
+// would show it): each ssh's stdin is a pipe of its own (OpenRemoteStdin)
+// whose first line is the token, which the remote wrapper (kRemoteWrapper)
+// reads and exports.
+//
+// Remote processes die with the connection. After the token, pslaunch writes
+// nothing more to that pipe and holds its write end open. ssh forwards stdin,
+// so when pslaunch exits or is killed (SIGKILL included) the kernel closes the
+// write end, ssh sends EOF, and the remote wrapper stops its process. The same
+// happens when an ssh is killed (the supervisor stops the job) or the
+// connection drops: sshd closes the command's stdin.
 #pragma once
 
 #include <string>
@@ -38,11 +43,11 @@ struct HostsJob {
   std::vector<std::string> ssh{"ssh"};  // the ssh command and its own options (--ssh)
   int ssh_port = 0;                     // 0: ssh's default or ~/.ssh/config
   int remote_grace_s = 5;               // remote SIGTERM -> SIGKILL delay after the connection drops
-  int stdin_fd = -1;                    // ssh's stdin (the liveness pipe); -1: what the Process gives it
 };
 
 // Scheduler, servers by rank, workers by rank; each a local ssh command.
 // `local_env` is what the ssh processes run with (pslaunch's environment).
+// Each must be given its stdin from OpenRemoteStdin(job.shape.job_token).
 Result<std::vector<PlannedProcess>> PlanHostsJob(const HostsJob& job, const Environment& local_env);
 
 // The remote side, run by /bin/sh with $1 = grace seconds and the rest the
@@ -62,16 +67,14 @@ std::string RemoteCommandLine(const std::string& cwd, int grace_s, const std::ve
 std::vector<std::string> SshArgv(const std::vector<std::string>& ssh, int port, const std::string& target,
                                  const std::string& remote_command);
 
-// argv run with its stdin taken from inherited descriptor `fd` (0..9):
-// /bin/sh -c 'exec "$@" 0<&FD FD<&-' pslaunch-ssh ARGV...
-std::vector<std::string> WithStdinFrom(int fd, const std::vector<std::string>& argv);
-
-// The liveness pipe: `read_fd` (in 3..9, inherited by children) and
-// `write_fd` (close-on-exec), both left open for the life of pslaunch.
-struct LivenessPipe {
+// One remote process's stdin: a pipe holding the job token's line, whose
+// `read_fd` becomes one ssh's stdin (ProcessSpec::stdin_fd) and whose
+// `write_fd` pslaunch keeps open, writing nothing more, for its whole life.
+// Both are close-on-exec: no other child holds either end.
+struct RemoteStdin {
   int read_fd = -1;
   int write_fd = -1;
 };
-Result<LivenessPipe> OpenLivenessPipe();
+Result<RemoteStdin> OpenRemoteStdin(const std::string& token);
 
 }  // namespace syncline::deploy

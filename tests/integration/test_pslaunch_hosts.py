@@ -114,6 +114,13 @@ def job_processes(c, nodes_only=False):
     return found
 
 
+def _read_bytes(path):
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return b""
+
+
 def wait_until_none_left(c, timeout):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -185,8 +192,9 @@ def test_stopped_pslaunch_leaves_nothing_on_the_hosts(tmp_path, sig):
     with ssh_cluster() as (c, ssh):
         hostfile = tmp_path / "hosts"
         hostfile.write_text("# the emulated hosts\n" + "".join(f"{c.address(i)} slots=2\n" for i in range(HOSTS)))
-        proc = pslaunch(c, ssh, "--", EXAMPLE, "--values", "exact", "--rounds", "1000000", "--quiet",
-                        hosts=["--hostfile", str(hostfile)])
+        token = "hostsjob" + os.urandom(8).hex()
+        proc = pslaunch(c, ssh, "--token", token, "--", EXAMPLE, "--values", "exact", "--rounds", "1000000",
+                        "--quiet", hosts=["--hostfile", str(hostfile)])
         # slots=2: h0 runs the scheduler and server 0, h1 server 1 and worker 0, h2 workers 1 and 2.
         deadline = time.monotonic() + 60
         while len(job_processes(c, nodes_only=True)) < 6:
@@ -195,6 +203,14 @@ def test_stopped_pslaunch_leaves_nothing_on_the_hosts(tmp_path, sig):
             time.sleep(0.2)
         assert [p.split(":")[0] for p in sorted(job_processes(c, nodes_only=True))] == ["h0", "h0", "h1", "h1", "h2",
                                                                                          "h2"], job_processes(c)
+        # The token is on no command line, local (ssh) or remote (wrappers, nodes): `ps` would show it.
+        # pslaunch's own has it (given with --token here); the nodes hold it in their environment.
+        on_command_lines = [pid for pid in os.listdir("/proc") if pid.isdigit() and int(pid) != proc.popen.pid
+                            and token.encode() in _read_bytes(f"/proc/{pid}/cmdline")]
+        assert on_command_lines == [], on_command_lines
+        nodes = [int(p.split()[1]) for p in job_processes(c, nodes_only=True)]
+        assert all(f"SYNCLINE_JOB_TOKEN={token}".encode() in _read_bytes(f"/proc/{pid}/environ").split(b"\0")
+                   for pid in nodes), nodes
         time.sleep(1)
         start = time.monotonic()
         # SIGKILL: pslaunch does nothing, only its closed pipe tells the hosts. SIGTERM: it stops the job.

@@ -5,6 +5,7 @@
 #include "deploy/remote_job.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -161,8 +162,6 @@ TEST(RemoteJobTest, SshArgv) {
                                             "ServerAliveInterval=10", "-p", "2222", "-T", "bob@h2", "CMD"}));
   auto no_port = SshArgv({"ssh"}, 0, "h", "C");
   EXPECT_EQ(std::count(no_port.begin(), no_port.end(), "-p"), 0);
-  EXPECT_EQ(WithStdinFrom(5, {"ssh", "h"}),
-            (std::vector<std::string>{"/bin/sh", "-c", "exec \"$@\" 0<&5 5<&-", "pslaunch-ssh", "ssh", "h"}));
 }
 
 TEST(RemoteJobTest, RemoteCommandLineShape) {
@@ -241,7 +240,10 @@ TEST(RemoteJobTest, PlanPlacesLabelsAndSetsTheEnvironment) {
     EXPECT_EQ(r.target, second ? "u@10.0.0.2" : "10.0.0.1");
     EXPECT_EQ(Get(r.set, "SYNCLINE_SCHEDULER_HOST"), "10.0.0.1");
     EXPECT_EQ(Get(r.set, "SYNCLINE_SCHEDULER_PORT"), "9000");
-    EXPECT_EQ(Get(r.set, "SYNCLINE_JOB_TOKEN"), "cafe");
+    // The token travels on ssh's stdin (OpenRemoteStdin), never on a command line.
+    EXPECT_EQ(Get(r.set, "SYNCLINE_JOB_TOKEN"), "<unset>");
+    EXPECT_EQ(std::find(r.unset.begin(), r.unset.end(), "SYNCLINE_JOB_TOKEN"), r.unset.end());
+    for (const std::string& word : p.spec.argv) EXPECT_EQ(word.find("cafe"), std::string::npos) << word;
     EXPECT_EQ(Get(r.set, "SYNCLINE_NUM_WORKERS"), "3");
     EXPECT_EQ(Get(r.set, "SYNCLINE_NUM_SERVERS"), "2");
     EXPECT_EQ(Get(r.set, "SYNCLINE_HOST"), second ? "10.0.0.2" : "10.0.0.1");
@@ -347,19 +349,20 @@ bool WaitGone(pid_t pid, Millis limit) {
   return !Alive(pid);
 }
 
-TEST(RemoteWrapperTest, PassesTheEnvironmentAndExitStatus) {
-  auto pipe = OpenLivenessPipe();
+TEST(RemoteWrapperTest, PassesTheTokenTheEnvironmentAndExitStatus) {
+  const std::string token = " a b'\"$x\\ ";  // spaces at both ends, quotes, a dollar, a backslash
+  auto pipe = OpenRemoteStdin(token);
   ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
   std::vector<EnvAssignment> set;
   for (size_t i = 0; i < NastyValues().size(); ++i) set.emplace_back("V" + std::to_string(i), NastyValues()[i]);
   // The program prints each value and exits 7.
   std::string script = "for i in $(seq 0 " + std::to_string(NastyValues().size() - 1) +
                        "); do eval \"printf '<%s>' \\\"\\$V$i\\\"\"; done; echo; "
-                       "echo gone=${GONE-unset} pwd=$(pwd); exit 7";
+                       "printf 'token=<%s>\\n' \"$SYNCLINE_JOB_TOKEN\"; echo gone=${GONE-unset} pwd=$(pwd); exit 7";
   std::string line = RemoteCommandLine("/tmp", 2, {"GONE"}, set, {"sh", "-c", script});
   Environment env = ProcessEnvironment();
   env["GONE"] = "still here";
-  Captured c = RunCaptured(ProcessSpec{WithStdinFrom(pipe->read_fd, {"/bin/sh", "-c", line}), env}, Millis(10000));
+  Captured c = RunCaptured(ProcessSpec{{"/bin/sh", "-c", line}, env, pipe->read_fd}, Millis(10000));
   close(pipe->read_fd);
   close(pipe->write_fd);
   ASSERT_FALSE(c.timed_out);
@@ -367,26 +370,32 @@ TEST(RemoteWrapperTest, PassesTheEnvironmentAndExitStatus) {
   std::string all;
   for (const auto& v : NastyValues()) all += "<" + v + ">";
   EXPECT_TRUE(Contains(c.out, all + "\n")) << c.out;
+  EXPECT_TRUE(Contains(c.out, "token=<" + token + ">\n")) << c.out;
   EXPECT_TRUE(Contains(c.out, "gone=unset pwd=/tmp\n")) << c.out;
 }
 
-// Starts `program` under the wrapper with stdin from a liveness pipe; the
-// program writes its pid to DIR/pid. Closing the write end is the connection
-// dropping.
+TEST(RemoteWrapperTest, ATokenThatCannotBeOneLineIsRefused) {
+  EXPECT_EQ(OpenRemoteStdin("two\nlines").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenRemoteStdin(std::string(PIPE_BUF, 'x')).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Starts `program` under the wrapper with stdin from its pipe (the token,
+// then nothing); the program writes its pid to DIR/pid. Closing the write
+// end is the connection dropping.
 struct Wrapped {
   std::unique_ptr<Process> process;
-  LivenessPipe pipe;
+  RemoteStdin pipe;
   pid_t program = 0;
 };
 
 Wrapped StartWrapped(const TempDir& dir, const std::string& program, int grace_s) {
   Wrapped w;
-  auto pipe = OpenLivenessPipe();
+  auto pipe = OpenRemoteStdin("token");
   EXPECT_TRUE(pipe.ok());
   w.pipe = *pipe;
   std::string line =
       RemoteCommandLine(dir.path(), grace_s, {}, {}, {"sh", "-c", "echo $$ > pid.tmp; mv pid.tmp pid; " + program});
-  auto p = Process::Spawn(ProcessSpec{WithStdinFrom(w.pipe.read_fd, {"/bin/sh", "-c", line}), ProcessEnvironment()});
+  auto p = Process::Spawn(ProcessSpec{{"/bin/sh", "-c", line}, ProcessEnvironment(), w.pipe.read_fd});
   EXPECT_TRUE(p.ok());
   close(w.pipe.read_fd);
   w.process = std::move(*p);
@@ -443,7 +452,7 @@ TEST(RemoteWrapperTest, NormalExitLeavesNothingBehind) {
 // session of its own: signals to the local ssh's group do not reach the
 // "remote" side), after checking that pslaunch's options came first. Unlike a
 // real ssh, killing it does not close the remote side's stdin; only pslaunch's
-// exit does (the liveness pipe).
+// exit does (its stdin pipe).
 constexpr const char* kFakeSsh = R"(#!/bin/sh
 case "$*" in *"BatchMode=yes"*"-T"*) ;; *) echo "fake ssh: unexpected options: $*" >&2; exit 255;; esac
 while [ "$1" != "-T" ]; do shift; done
