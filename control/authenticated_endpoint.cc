@@ -25,7 +25,7 @@ Status AuthenticatedEndpoint::Send(PeerId peer, Message message, Deadline deadli
 
 void AuthenticatedEndpoint::Close() {
   inner_->Close();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   held_.clear();  // releases the payloads' senders (shared memory slots)
   held_bytes_ = 0;
@@ -34,7 +34,7 @@ void AuthenticatedEndpoint::Close() {
 
 EndpointStats AuthenticatedEndpoint::stats() const {
   EndpointStats s = inner_->stats();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   s.messages_unauthenticated += unauthenticated_;
   s.messages_rejected += unauthenticated_;
   s.messages_received -= std::min(s.messages_received, unauthenticated_);
@@ -54,7 +54,7 @@ void AuthenticatedEndpoint::Admit(Message&& m) {
     case KeyRing::Verdict::kUnknownSender: break;
   }
   const uint64_t bytes = PayloadBytes(m);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return;
   if (held_.size() >= kMaxHeldMessages || held_bytes_ + bytes > kMaxHeldBytes) {
     ++unauthenticated_;
@@ -71,7 +71,7 @@ void AuthenticatedEndpoint::RetryHeld() {
   if (!holding_) return;  // the usual case: one atomic load per received message
   std::deque<Message> retry;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const uint64_t version = keys_->version();
     if (held_.empty() || version == held_version_) return;
     held_version_ = version;
@@ -85,7 +85,7 @@ void AuthenticatedEndpoint::RetryHeld() {
 
 void AuthenticatedEndpoint::Drop(const Message& m, const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++unauthenticated_;
   }
   SYNCLINE_LOG_WARN_LIMITED("dropping {} that claims to come from node {}: {}", proto::Op_Name(m.header.op()),

@@ -15,11 +15,11 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "control/job_keys.h"
 #include "transport/transport.h"
 
@@ -69,12 +69,12 @@ class KeyRing {
   static bool Accept(Exchange& x, uint64_t seq);
 
   const std::optional<SecretKey> job_key_;
-  mutable std::mutex mu_;
-  std::map<PeerId, Exchange> peers_;           // GUARDED_BY(mu_)
-  std::map<std::string, Exchange> provisional_;  // GUARDED_BY(mu_): by nonce (scheduler)
-  std::string own_nonce_;                      // GUARDED_BY(mu_)
-  bool complete_ = false;                      // GUARDED_BY(mu_)
-  uint64_t version_ = 0;                       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<PeerId, Exchange> peers_ GUARDED_BY(mu_);
+  std::map<std::string, Exchange> provisional_ GUARDED_BY(mu_);  // by nonce (scheduler)
+  std::string own_nonce_ GUARDED_BY(mu_);
+  bool complete_ GUARDED_BY(mu_) = false;
+  uint64_t version_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace syncline
