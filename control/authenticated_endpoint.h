@@ -56,7 +56,7 @@ class AuthenticatedEndpoint : public Endpoint {
   std::deque<Message> held_ GUARDED_BY(mu_);
   std::atomic<bool> holding_{false};  // held_ is not empty: lets every other receipt skip RetryHeld's locks
   uint64_t held_bytes_ GUARDED_BY(mu_) = 0;
-  uint64_t held_version_ GUARDED_BY(mu_) = 0;  // the key ring's version when held_ was last checked
+  uint64_t held_version_ GUARDED_BY(mu_) = 0;  // the oldest key ring version a held message was checked at
   uint64_t unauthenticated_ GUARDED_BY(mu_) = 0;
   bool closed_ GUARDED_BY(mu_) = false;
 };

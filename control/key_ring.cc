@@ -97,7 +97,7 @@ Status KeyRing::Sign(PeerId peer, proto::Header* header) {
   return Status::Ok();
 }
 
-KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why) {
+KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why, uint64_t* checked_version) {
   if (!header->has_auth() || header->auth().seq() == 0) {
     *why = "it carries no proof of its sender";
     return Verdict::kRejected;
@@ -117,6 +117,7 @@ KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why) {
     auto it = peers_.find(sender);
     if (it == peers_.end()) {
       *why = "no key is shared with node " + std::to_string(sender);
+      if (checked_version != nullptr) *checked_version = version_;
       return complete_ ? Verdict::kRejected : Verdict::kUnknownSender;
     }
     key = it->second.key;

@@ -55,7 +55,9 @@ class KeyRing {
 
   enum class Verdict { kAccepted, kUnknownSender, kRejected };
   // Checks `header`'s proof; on kRejected (and kUnknownSender) `why` says why.
-  Verdict Verify(proto::Header* header, std::string* why);
+  // On kUnknownSender, `*checked_version` (if given) is the version() at
+  // which the ring had no key for the sender: a later version may have one.
+  Verdict Verify(proto::Header* header, std::string* why, uint64_t* checked_version = nullptr);
 
  private:
   struct Exchange {
