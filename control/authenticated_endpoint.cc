@@ -25,7 +25,7 @@ Status AuthenticatedEndpoint::Send(PeerId peer, Message message, Deadline deadli
 
 void AuthenticatedEndpoint::Close() {
   inner_->Close();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   held_.clear();  // releases the payloads' senders (shared memory slots)
   held_bytes_ = 0;
@@ -34,7 +34,7 @@ void AuthenticatedEndpoint::Close() {
 
 EndpointStats AuthenticatedEndpoint::stats() const {
   EndpointStats s = inner_->stats();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   s.messages_unauthenticated += unauthenticated_;
   s.messages_rejected += unauthenticated_;
   s.messages_received -= std::min(s.messages_received, unauthenticated_);
@@ -48,13 +48,14 @@ void AuthenticatedEndpoint::OnReceive(Message&& m) {
 
 void AuthenticatedEndpoint::Admit(Message&& m) {
   std::string why;
-  switch (keys_->Verify(&m.header, &why)) {
+  uint64_t checked_version = 0;
+  switch (keys_->Verify(&m.header, &why, &checked_version)) {
     case KeyRing::Verdict::kAccepted: receiver_(std::move(m)); return;
     case KeyRing::Verdict::kRejected: return Drop(m, why);
     case KeyRing::Verdict::kUnknownSender: break;
   }
   const uint64_t bytes = PayloadBytes(m);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return;
   if (held_.size() >= kMaxHeldMessages || held_bytes_ + bytes > kMaxHeldBytes) {
     ++unauthenticated_;
@@ -62,30 +63,36 @@ void AuthenticatedEndpoint::Admit(Message&& m) {
                               proto::Op_Name(m.header.op()), m.header.sender(), why, held_.size(), held_bytes_);
     return;
   }
+  // A key added since the check (even one whose RetryHeld, on another
+  // receiving thread, already ran) is a reason to check again: held_version_
+  // is the oldest version a held message was checked at.
+  held_version_ = held_.empty() ? checked_version : std::min(held_version_, checked_version);
   held_bytes_ += bytes;
   held_.push_back(std::move(m));
   holding_ = true;
 }
 
 void AuthenticatedEndpoint::RetryHeld() {
-  if (!holding_) return;  // the usual case: one atomic load per received message
-  std::deque<Message> retry;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const uint64_t version = keys_->version();
-    if (held_.empty() || version == held_version_) return;
-    held_version_ = version;
-    retry.swap(held_);
-    held_bytes_ = 0;
-    holding_ = false;
+  // The usual case: one atomic load per received message. Else until nothing
+  // held was checked before the newest key: a key added while the messages
+  // below are checked again is not left to the next receipt.
+  while (holding_) {
+    std::deque<Message> retry;
+    {
+      MutexLock lock(mu_);
+      if (held_.empty() || keys_->version() == held_version_) return;
+      retry.swap(held_);
+      held_bytes_ = 0;
+      holding_ = false;
+    }
+    // In arrival order; one still without a key goes back to be held.
+    for (Message& m : retry) Admit(std::move(m));
   }
-  // In arrival order; one still without a key goes back to be held.
-  for (Message& m : retry) Admit(std::move(m));
 }
 
 void AuthenticatedEndpoint::Drop(const Message& m, const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++unauthenticated_;
   }
   SYNCLINE_LOG_WARN_LIMITED("dropping {} that claims to come from node {}: {}", proto::Op_Name(m.header.op()),

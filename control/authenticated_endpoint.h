@@ -18,8 +18,8 @@
 #include <atomic>
 #include <deque>
 #include <memory>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "control/key_ring.h"
 #include "transport/transport.h"
 
@@ -52,13 +52,13 @@ class AuthenticatedEndpoint : public Endpoint {
   std::unique_ptr<Endpoint> inner_;
   std::shared_ptr<KeyRing> keys_;
   Receiver receiver_;
-  mutable std::mutex mu_;
-  std::deque<Message> held_;       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::deque<Message> held_ GUARDED_BY(mu_);
   std::atomic<bool> holding_{false};  // held_ is not empty: lets every other receipt skip RetryHeld's locks
-  uint64_t held_bytes_ = 0;        // GUARDED_BY(mu_)
-  uint64_t held_version_ = 0;      // GUARDED_BY(mu_): the key ring's version when held_ was last checked
-  uint64_t unauthenticated_ = 0;   // GUARDED_BY(mu_)
-  bool closed_ = false;            // GUARDED_BY(mu_)
+  uint64_t held_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t held_version_ GUARDED_BY(mu_) = 0;  // the oldest key ring version a held message was checked at
+  uint64_t unauthenticated_ GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 // The endpoint a node of a job uses: `inner` itself when the settings give no

@@ -34,13 +34,18 @@ SchedulerClient::SchedulerClient(const Settings& settings, Role role, Endpoint* 
 
 SchedulerClient::~SchedulerClient() {
   stop_ = true;
-  cv_.notify_all();
+  {
+    // Under the lock: a waiter that just found stop_ false is then already
+    // waiting, and this wakes it.
+    MutexLock lock(mu_);
+    cv_.NotifyAll();
+  }
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
 }
 
 Status SchedulerClient::Join(const std::string& my_address) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     my_address_ = my_address;
   }
   if (!settings_.job_token.empty() && keys_ == nullptr)
@@ -80,7 +85,7 @@ Status SchedulerClient::WaitForJobStart() {
   const std::string what = "waiting for the scheduler at " + scheduler_address_ + " to start the job";
   const auto beat = Millis(std::max(1, settings_.heartbeat_interval_ms));
   auto next_report = Clock::now() + kStartupReportEvery;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     // Waited in slices. With a token, the node heartbeats the scheduler
     // meanwhile (naming its registration nonce): its answers tell a scheduler
@@ -88,20 +93,20 @@ Status SchedulerClient::WaitForJobStart() {
     // whether its address accepts connections at all tells a scheduler that
     // is not there (or not yet).
     const Deadline slice(std::min({deadline.at(), Clock::now() + beat, next_report}));
-    Status st = WaitLocked(lock, slice, what, [&] { return book_.has_value(); });
+    Status st = WaitLocked(slice, what, [&]() REQUIRES(mu_) { return book_.has_value(); });
     if (st.ok()) break;
     if (st.code() != StatusCode::kDeadlineExceeded) return st;
     if (!deadline.Expired() && Clock::now() < next_report) {
       if (keys_ == nullptr) continue;
-      lock.unlock();
+      lock.Unlock();
       (void)Send(MakeMessage(proto::HEARTBEAT, -1));
-      lock.lock();
+      lock.Lock();
       continue;
     }
     next_report = Clock::now() + kStartupReportEvery;
-    lock.unlock();
+    lock.Unlock();
     const std::string reachability = DescribeReachability(scheduler_address_);
-    lock.lock();
+    lock.Lock();
     if (book_.has_value()) break;
     const bool answers = keys_ != nullptr && last_heard_ != Clock::time_point{} &&
                          Clock::now() - last_heard_ < Millis(settings_.heartbeat_timeout_ms);
@@ -142,13 +147,13 @@ bool SchedulerClient::Handle(const Message& m) {
       break;
     default: return false;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   last_heard_ = Clock::now();
   switch (h.op()) {
     case proto::ADDRESS_BOOK:
       if (book_) break;  // the first one counts
       if (keys_ != nullptr && !InstallPeerKeys(h.address_book())) {
-        lock.unlock();
+        lock.Unlock();
         MarkAborted("the address book's keys could not be opened with this node's key");
         return true;
       }
@@ -164,13 +169,13 @@ bool SchedulerClient::Handle(const Message& m) {
     case proto::SHUTDOWN: shutdown_ = true; break;
     case proto::WORKER_FINISHED: {
       auto handler = worker_finished_handler_;
-      lock.unlock();
+      lock.Unlock();
       if (handler) handler(h.worker_finished().rank());
       return true;
     }
     case proto::PLACEMENT: {
       auto handler = placement_handler_;
-      lock.unlock();
+      lock.Unlock();
       if (handler) handler(h.declare_reply());
       Message ack = MakeMessage(proto::PLACEMENT_ACK, my_id_);
       ack.header.set_request_id(h.declare_reply().tensor_id());
@@ -179,22 +184,22 @@ bool SchedulerClient::Handle(const Message& m) {
     }
     case proto::WORKER_AT_BARRIER: {
       auto handler = worker_at_barrier_handler_;
-      lock.unlock();
+      lock.Unlock();
       if (handler) handler(h.worker_at_barrier());
       return true;
     }
     case proto::ABORT:
-      lock.unlock();
+      lock.Unlock();
       MarkAborted(h.abort().reason());
       return true;
     default: return false;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return true;
 }
 
 std::vector<proto::NodeInfo> SchedulerClient::NodesOf(proto::Role role) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<proto::NodeInfo> out;
   if (!book_) return out;
   for (const auto& n : book_->nodes())
@@ -204,7 +209,7 @@ std::vector<proto::NodeInfo> SchedulerClient::NodesOf(proto::Role role) const {
 }
 
 std::string SchedulerClient::Describe(int32_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (book_)
     for (const auto& n : book_->nodes())
       if (n.id() == id)
@@ -217,16 +222,16 @@ Status SchedulerClient::Barrier(proto::Role group, Deadline deadline) {
   Message m = MakeMessage(proto::BARRIER, my_id_);
   uint64_t sequence;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     sequence = barrier_sequence_[group]++;
   }
   m.header.mutable_barrier()->set_group(group);
   m.header.mutable_barrier()->set_sequence(sequence);
   SYNCLINE_RETURN_IF_ERROR(Send(std::move(m)));
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const std::pair<int, uint64_t> key{group, sequence};
-  Status st = WaitLocked(lock, deadline, "waiting at barrier " + std::to_string(sequence),
-                         [&] { return released_.count(key) > 0; });
+  Status st = WaitLocked(deadline, "waiting at barrier " + std::to_string(sequence),
+                         [&]() REQUIRES(mu_) { return released_.count(key) > 0; });
   released_.erase(key);
   return st;
 }
@@ -235,9 +240,9 @@ Result<proto::DeclareReply> SchedulerClient::Declare(const proto::TensorSpec& sp
   Message m = MakeMessage(proto::DECLARE, my_id_);
   *m.header.mutable_declare()->mutable_spec() = spec;
   SYNCLINE_RETURN_IF_ERROR(Send(std::move(m)));
-  std::unique_lock<std::mutex> lock(mu_);
-  SYNCLINE_RETURN_IF_ERROR(WaitLocked(lock, deadline, "waiting for every worker to declare '" + spec.name() + "'",
-                                      [&] { return declared_.count(spec.name()) > 0; }));
+  MutexLock lock(mu_);
+  SYNCLINE_RETURN_IF_ERROR(WaitLocked(deadline, "waiting for every worker to declare '" + spec.name() + "'",
+                                      [&]() REQUIRES(mu_) { return declared_.count(spec.name()) > 0; }));
   proto::DeclareReply reply = std::move(declared_[spec.name()]);
   declared_.erase(spec.name());
   return reply;
@@ -246,8 +251,8 @@ Result<proto::DeclareReply> SchedulerClient::Declare(const proto::TensorSpec& sp
 Status SchedulerClient::Finish() { return Send(MakeMessage(proto::FINISH, my_id_)); }
 
 Status SchedulerClient::WaitForShutdown(Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return WaitLocked(lock, deadline, "waiting for the job to finish", [&] { return shutdown_; });
+  MutexLock lock(mu_);
+  return WaitLocked(deadline, "waiting for the job to finish", [&]() REQUIRES(mu_) { return shutdown_; });
 }
 
 void SchedulerClient::Abort(const std::string& reason, int32_t culprit, std::optional<uint64_t> key) {
@@ -256,7 +261,7 @@ void SchedulerClient::Abort(const std::string& reason, int32_t culprit, std::opt
   m.header.mutable_abort()->set_culprit(culprit);
   if (key) m.header.mutable_abort()->set_key(*key);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     m.header.mutable_abort()->set_address(my_address_);
   }
   (void)Send(std::move(m));
@@ -264,46 +269,46 @@ void SchedulerClient::Abort(const std::string& reason, int32_t culprit, std::opt
 }
 
 Status SchedulerClient::health() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return aborted_ ? *aborted_ : Status::Ok();
 }
 
 void SchedulerClient::SetWorkerFinishedHandler(std::function<void(int rank)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   worker_finished_handler_ = std::move(handler);
 }
 
 void SchedulerClient::SetWorkerAtBarrierHandler(std::function<void(const proto::WorkerAtBarrier&)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   worker_at_barrier_handler_ = std::move(handler);
 }
 
 void SchedulerClient::SetPlacementHandler(std::function<void(const proto::DeclareReply&)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   placement_handler_ = std::move(handler);
 }
 
 void SchedulerClient::SetAbortHandler(std::function<void(const Status&)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   abort_handler_ = std::move(handler);
 }
 
 void SchedulerClient::HeartbeatLoop() {
   const auto interval = Millis(settings_.heartbeat_interval_ms);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_ && !aborted_) {
-    cv_.wait_for(lock, interval, [&] { return stop_.load() || aborted_.has_value(); });
+    cv_.WaitUntil(mu_, Deadline::After(interval), [&]() REQUIRES(mu_) { return stop_.load() || aborted_.has_value(); });
     if (stop_ || aborted_) return;
     const auto silent = std::chrono::duration_cast<Millis>(Clock::now() - last_heard_).count();
     if (silent > settings_.heartbeat_timeout_ms) {
-      lock.unlock();
+      lock.Unlock();
       MarkAborted("lost contact with the scheduler at " + scheduler_address_ + ": nothing heard for " +
                   std::to_string(silent) + " ms");
       return;
     }
-    lock.unlock();
+    lock.Unlock();
     (void)Send(MakeMessage(proto::HEARTBEAT, my_id_));
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -325,11 +330,11 @@ void SchedulerClient::MarkAborted(const std::string& reason) {
   std::function<void(const Status&)> handler;
   Status status = Aborted(reason);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (aborted_) return;
     aborted_ = status;
     handler = abort_handler_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   SYNCLINE_LOG_ERROR("job aborted: {}", reason);
   if (handler) handler(status);
@@ -339,9 +344,8 @@ Status SchedulerClient::Send(Message m) {
   return endpoint_->Send(kSchedulerPeer, std::move(m), Deadline::After(kSendDeadline));
 }
 
-Status SchedulerClient::WaitLocked(std::unique_lock<std::mutex>& lock, Deadline deadline, const std::string& what,
-                                   const std::function<bool()>& ready) {
-  cv_.wait_until(lock, deadline.at(), [&] { return ready() || aborted_.has_value() || stop_.load(); });
+Status SchedulerClient::WaitLocked(Deadline deadline, const std::string& what, const std::function<bool()>& ready) {
+  cv_.WaitUntil(mu_, deadline, [&]() REQUIRES(mu_) { return ready() || aborted_.has_value() || stop_.load(); });
   if (aborted_) return *aborted_;
   if (ready()) return Status::Ok();
   if (stop_) return Aborted("client stopped while " + what);

@@ -10,15 +10,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/settings.h"
 #include "control/key_ring.h"
 #include "transport/transport.h"
@@ -84,13 +83,13 @@ class SchedulerClient {
   // whether the scheduler's address accepts connections.
   Status WaitForJobStart();
   void HeartbeatLoop();
-  void MarkAborted(const std::string& reason);
+  void MarkAborted(const std::string& reason) EXCLUDES(mu_);
   // Installs the peer keys sealed in the address book; false if they cannot be opened.
   bool InstallPeerKeys(const proto::AddressBook& book);
   Status Send(Message m);
-  // Waits on cv_ until `ready` or abort or deadline; lock must hold mu_.
-  Status WaitLocked(std::unique_lock<std::mutex>& lock, Deadline deadline, const std::string& what,
-                    const std::function<bool()>& ready);
+  // Waits on cv_ until `ready` (a lambda annotated REQUIRES(mu_)) or abort
+  // or deadline.
+  Status WaitLocked(Deadline deadline, const std::string& what, const std::function<bool()>& ready) REQUIRES(mu_);
 
   const Settings settings_;
   const Role role_;
@@ -101,20 +100,20 @@ class SchedulerClient {
   std::atomic<int32_t> my_id_{-1};
   std::atomic<int32_t> my_rank_{-1};
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<proto::AddressBook> book_;                 // GUARDED_BY(mu_)
-  std::optional<Status> aborted_;                          // GUARDED_BY(mu_)
-  bool shutdown_ = false;                                  // GUARDED_BY(mu_)
-  std::map<std::pair<int, uint64_t>, bool> released_;      // GUARDED_BY(mu_)
-  std::map<int, uint64_t> barrier_sequence_;               // GUARDED_BY(mu_)
-  std::map<std::string, proto::DeclareReply> declared_;    // GUARDED_BY(mu_)
-  std::function<void(const Status&)> abort_handler_;       // GUARDED_BY(mu_)
-  std::function<void(int)> worker_finished_handler_;       // GUARDED_BY(mu_)
-  std::function<void(const proto::WorkerAtBarrier&)> worker_at_barrier_handler_;  // GUARDED_BY(mu_)
-  std::function<void(const proto::DeclareReply&)> placement_handler_;             // GUARDED_BY(mu_)
-  Clock::time_point last_heard_;                           // GUARDED_BY(mu_)
-  std::string my_address_;                                 // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::optional<proto::AddressBook> book_ GUARDED_BY(mu_);
+  std::optional<Status> aborted_ GUARDED_BY(mu_);
+  bool shutdown_ GUARDED_BY(mu_) = false;
+  std::map<std::pair<int, uint64_t>, bool> released_ GUARDED_BY(mu_);
+  std::map<int, uint64_t> barrier_sequence_ GUARDED_BY(mu_);
+  std::map<std::string, proto::DeclareReply> declared_ GUARDED_BY(mu_);
+  std::function<void(const Status&)> abort_handler_ GUARDED_BY(mu_);
+  std::function<void(int)> worker_finished_handler_ GUARDED_BY(mu_);
+  std::function<void(const proto::WorkerAtBarrier&)> worker_at_barrier_handler_ GUARDED_BY(mu_);
+  std::function<void(const proto::DeclareReply&)> placement_handler_ GUARDED_BY(mu_);
+  Clock::time_point last_heard_ GUARDED_BY(mu_);
+  std::string my_address_ GUARDED_BY(mu_);
 
   std::atomic<bool> stop_{false};
   std::thread heartbeat_thread_;

@@ -54,29 +54,29 @@ bool KeyRing::Accept(Exchange& x, uint64_t seq) {
 }
 
 void KeyRing::SetPeerKey(PeerId peer, const SecretKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   peers_[peer] = Fresh(key);
   ++version_;
 }
 
 void KeyRing::SetOwnNonce(std::string nonce) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   own_nonce_ = std::move(nonce);
 }
 
 void KeyRing::MarkComplete() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   complete_ = true;
   ++version_;
 }
 
 bool KeyRing::complete() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return complete_;
 }
 
 uint64_t KeyRing::version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return version_;
 }
 
@@ -84,7 +84,7 @@ Status KeyRing::Sign(PeerId peer, proto::Header* header) {
   SecretKey key;
   proto::Auth* auth = header->mutable_auth();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = peers_.find(peer);
     if (it == peers_.end())
       return FailedPrecondition("no key shared with node " + std::to_string(peer) + " (not in this job's address book)");
@@ -97,7 +97,7 @@ Status KeyRing::Sign(PeerId peer, proto::Header* header) {
   return Status::Ok();
 }
 
-KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why) {
+KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why, uint64_t* checked_version) {
   if (!header->has_auth() || header->auth().seq() == 0) {
     *why = "it carries no proof of its sender";
     return Verdict::kRejected;
@@ -113,10 +113,11 @@ KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why) {
     }
     key = NodeKey(*job_key_, nonce);
   } else {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = peers_.find(sender);
     if (it == peers_.end()) {
       *why = "no key is shared with node " + std::to_string(sender);
+      if (checked_version != nullptr) *checked_version = version_;
       return complete_ ? Verdict::kRejected : Verdict::kUnknownSender;
     }
     key = it->second.key;
@@ -130,7 +131,7 @@ KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why) {
                       : "its MAC does not match the key of node " + std::to_string(sender) + " (forged or altered)";
     return Verdict::kRejected;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Exchange* x = nullptr;
   if (sender < 0) {
     auto it = provisional_.find(nonce);

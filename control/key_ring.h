@@ -15,11 +15,11 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "control/job_keys.h"
 #include "transport/transport.h"
 
@@ -55,7 +55,9 @@ class KeyRing {
 
   enum class Verdict { kAccepted, kUnknownSender, kRejected };
   // Checks `header`'s proof; on kRejected (and kUnknownSender) `why` says why.
-  Verdict Verify(proto::Header* header, std::string* why);
+  // On kUnknownSender, `*checked_version` (if given) is the version() at
+  // which the ring had no key for the sender: a later version may have one.
+  Verdict Verify(proto::Header* header, std::string* why, uint64_t* checked_version = nullptr);
 
  private:
   struct Exchange {
@@ -69,12 +71,12 @@ class KeyRing {
   static bool Accept(Exchange& x, uint64_t seq);
 
   const std::optional<SecretKey> job_key_;
-  mutable std::mutex mu_;
-  std::map<PeerId, Exchange> peers_;           // GUARDED_BY(mu_)
-  std::map<std::string, Exchange> provisional_;  // GUARDED_BY(mu_): by nonce (scheduler)
-  std::string own_nonce_;                      // GUARDED_BY(mu_)
-  bool complete_ = false;                      // GUARDED_BY(mu_)
-  uint64_t version_ = 0;                       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<PeerId, Exchange> peers_ GUARDED_BY(mu_);
+  std::map<std::string, Exchange> provisional_ GUARDED_BY(mu_);  // by nonce (scheduler)
+  std::string own_nonce_ GUARDED_BY(mu_);
+  bool complete_ GUARDED_BY(mu_) = false;
+  uint64_t version_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace syncline

@@ -105,7 +105,7 @@ MetricsRegistry::Family& MetricsRegistry::FamilyLocked(const std::string& name, 
   return families_.back();
 }
 
-MetricsRegistry::Series* MetricsRegistry::FindLocked(Family& family, const MetricLabels& labels) {
+MetricsRegistry::Series* MetricsRegistry::FindLocked(Family& family, const MetricLabels& labels) const {
   for (auto& s : family.series)
     if (s.labels == labels) return &s;
   return nullptr;

@@ -115,8 +115,9 @@ class MetricsRegistry {
     Collect collect;
   };
   Family& FamilyLocked(const std::string& name, const std::string& help, Kind kind) REQUIRES(mu_);
-  static Series* FindLocked(Family& family, const MetricLabels& labels);
-  void RenderFamily(const Family& family, std::string& out) const;
+  // Both take a family of families_, so mu_ must be held.
+  Series* FindLocked(Family& family, const MetricLabels& labels) const REQUIRES(mu_);
+  void RenderFamily(const Family& family, std::string& out) const REQUIRES(mu_);
 
   mutable Mutex mu_;
   std::deque<Family> families_ GUARDED_BY(mu_);  // in registration order

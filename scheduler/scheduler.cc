@@ -49,7 +49,7 @@ void Scheduler::AddMetrics() {
   AddDroppedMessages(metrics_, [this] { const EndpointStats s = endpoint_->stats(); return std::pair{s.messages_malformed(), s.messages_unauthenticated}; });
   metrics_.AddCollector("syncline_heartbeat_age_seconds", "Time since the scheduler last heard from each peer", [this] {
     Series series;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const auto now = Clock::now();
     for (const auto& [id, node] : nodes_) {
       const bool worker = node.info.role() == proto::WORKER;
@@ -60,12 +60,12 @@ void Scheduler::AddMetrics() {
     return series;
   });
   metrics_.AddCollector("syncline_registered_nodes", "Workers and servers that joined the job", [this] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return Series{{{{"role", "worker"}}, double(CountRole(proto::WORKER))},
                   {{{"role", "server"}}, double(CountRole(proto::SERVER))}};
   });
   metrics_.AddCollector("syncline_declared_tensors", "Tensors the workers declared (each partition size counts)", [this] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return Series{{{}, double(tensors_.size())}};
   });
 }
@@ -80,9 +80,9 @@ Result<std::string> Scheduler::Listen(const std::string& address) {
 Status Scheduler::Run() {
   const Deadline startup = Deadline::AfterMs(settings_.startup_timeout_ms);
   const auto tick = Millis(std::max(5, settings_.heartbeat_interval_ms / 4));
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!outcome_) {
-    done_cv_.wait_for(lock, tick);
+    done_cv_.WaitUntil(mu_, Deadline::After(tick));
     if (outcome_) break;
     if (!published_ && startup.Expired()) {
       AbortJob("only " + std::to_string(CountRole(proto::WORKER)) + " of " + std::to_string(settings_.num_workers) +
@@ -96,7 +96,7 @@ Status Scheduler::Run() {
     if (published_) CheckHeartbeats();
   }
   Status result = *outcome_;
-  lock.unlock();
+  lock.Unlock();
   // Give queued messages (the abort, the shutdown) a moment to leave.
   std::this_thread::sleep_for(Millis(100));
   endpoint_->Close();
@@ -104,12 +104,12 @@ Status Scheduler::Run() {
 }
 
 void Scheduler::RequestAbort(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   AbortJob(reason, -1);
 }
 
 void Scheduler::Handle(Message&& m) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (outcome_) return;
   const int32_t sender = m.header.sender();
   if (auto it = nodes_.find(sender); it != nodes_.end()) it->second.last_seen = Clock::now();
@@ -223,7 +223,7 @@ void Scheduler::OnFinish(const Message& m) {
   }
   if (all_done && published_) {
     outcome_ = Status::Ok();
-    done_cv_.notify_all();
+    done_cv_.NotifyAll();
   }
 }
 
@@ -249,7 +249,7 @@ void Scheduler::AbortJob(const std::string& reason, int32_t culprit) {
     SendTo(id, std::move(m));
   }
   outcome_ = Aborted(reason);
-  done_cv_.notify_all();
+  done_cv_.NotifyAll();
 }
 
 void Scheduler::SendTo(int32_t id, Message m) {

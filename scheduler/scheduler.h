@@ -4,17 +4,18 @@
 // job-wide abort carrying a reason, and a clean end once every node finished.
 //
 // Thread-safety: the endpoint's I/O thread delivers messages while Run()
-// watches the clock; all state is guarded by one mutex.
+// watches the clock and the metrics exporter's thread reads the state; all
+// state is guarded by one mutex, which message handling holds throughout
+// (sends included).
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/settings.h"
 #include "control/key_ring.h"
 #include "metrics/exporter.h"
@@ -49,7 +50,7 @@ class Scheduler {
   // the nodes did not all register within the startup timeout.
   Status Run();
   // Ends Run() with an abort (e.g. on SIGTERM).
-  void RequestAbort(const std::string& reason);
+  void RequestAbort(const std::string& reason) EXCLUDES(mu_);
 
   // What the scheduler counts, peers' heartbeat ages included.
   const MetricsRegistry& metrics() const { return metrics_; }
@@ -71,34 +72,34 @@ class Scheduler {
     std::set<int32_t> unacknowledged;  // servers that have not recorded their chunks yet
   };
 
-  void Handle(Message&& message);
-  void OnRegister(const Message& m);
-  void OnBarrier(const Message& m);
-  void OnDeclare(const Message& m);
-  void OnFinish(const Message& m);
-  void OnPlacementAck(const Message& m);
+  void Handle(Message&& message) EXCLUDES(mu_);
+  void OnRegister(const Message& m) REQUIRES(mu_);
+  void OnBarrier(const Message& m) REQUIRES(mu_);
+  void OnDeclare(const Message& m) REQUIRES(mu_);
+  void OnFinish(const Message& m) REQUIRES(mu_);
+  void OnPlacementAck(const Message& m) REQUIRES(mu_);
   // A worker's push_pulls stopped moving, or move again (stalls.cc).
-  void OnWorkerStalled(const Message& m);
+  void OnWorkerStalled(const Message& m) REQUIRES(mu_);
   // Ends the job once every worker still in it is stalled or at a barrier.
-  void CheckStalledJob();
-  bool AtBarrier(int32_t id) const;
+  void CheckStalledJob() REQUIRES(mu_);
+  bool AtBarrier(int32_t id) const REQUIRES(mu_);
   // Once every worker declared `t`: tells its servers their chunks, then
   // (when all of them acknowledged) the workers its id and placement.
-  void PlaceDeclared(TensorEntry& t);
-  void ReplyDeclared(const TensorEntry& t);
-  void AssignRanksAndPublish();
+  void PlaceDeclared(TensorEntry& t) REQUIRES(mu_);
+  void ReplyDeclared(const TensorEntry& t) REQUIRES(mu_);
+  void AssignRanksAndPublish() REQUIRES(mu_);
   // The keys node `id` shares with every other node, sealed for it.
-  std::string SealedPeerKeys(int32_t id) const;
-  void CheckHeartbeats();
-  void AbortJob(const std::string& reason, int32_t culprit);
-  void SendTo(int32_t id, Message m);
-  std::string Describe(int32_t id) const;
+  std::string SealedPeerKeys(int32_t id) const REQUIRES(mu_);
+  void CheckHeartbeats() REQUIRES(mu_);
+  void AbortJob(const std::string& reason, int32_t culprit) REQUIRES(mu_);
+  void SendTo(int32_t id, Message m) REQUIRES(mu_);
+  std::string Describe(int32_t id) const REQUIRES(mu_);
   // " [tensor 'name', chunk i of n]" for a key of a declared tensor.
-  std::string TensorOfKey(uint64_t key) const;
-  size_t CountRole(proto::Role role) const;
+  std::string TensorOfKey(uint64_t key) const REQUIRES(mu_);
+  size_t CountRole(proto::Role role) const REQUIRES(mu_);
   // " (never registered: worker 2, server 0)" at the startup timeout, for
   // roles whose registered nodes all asked for their ranks; else "".
-  std::string MissingNodes() const;
+  std::string MissingNodes() const REQUIRES(mu_);
   void AddMetrics();
 
   const Settings settings_;
@@ -112,19 +113,19 @@ class Scheduler {
   const SecretKey secret_;
   std::shared_ptr<KeyRing> keys_;
   std::unique_ptr<Endpoint> endpoint_;
-  std::mutex mu_;
-  std::condition_variable done_cv_;
-  std::optional<Status> outcome_;      // GUARDED_BY(mu_): set once the job ended
-  std::map<int32_t, Node> nodes_;      // GUARDED_BY(mu_)
-  int32_t next_id_ = 1;                // GUARDED_BY(mu_)
-  bool published_ = false;             // GUARDED_BY(mu_): address book sent
-  std::map<std::pair<int, uint64_t>, std::set<int32_t>> barriers_;  // GUARDED_BY(mu_)
-  std::map<std::string, TensorEntry> tensors_;                      // GUARDED_BY(mu_)
-  uint32_t next_tensor_id_ = 0;                                     // GUARDED_BY(mu_)
-  uint64_t total_chunks_ = 0;                                       // GUARDED_BY(mu_): of every tensor
-  std::unique_ptr<KeyPlacement> placement_;                         // GUARDED_BY(mu_)
-  bool shutdown_sent_ = false;                                      // GUARDED_BY(mu_)
-  std::map<int32_t, proto::WorkerStalled> stalled_;                 // GUARDED_BY(mu_): by worker node id
+  mutable Mutex mu_;
+  CondVar done_cv_;
+  std::optional<Status> outcome_ GUARDED_BY(mu_);  // set once the job ended
+  std::map<int32_t, Node> nodes_ GUARDED_BY(mu_);
+  int32_t next_id_ GUARDED_BY(mu_) = 1;
+  bool published_ GUARDED_BY(mu_) = false;  // address book sent
+  std::map<std::pair<int, uint64_t>, std::set<int32_t>> barriers_ GUARDED_BY(mu_);
+  std::map<std::string, TensorEntry> tensors_ GUARDED_BY(mu_);
+  uint32_t next_tensor_id_ GUARDED_BY(mu_) = 0;
+  uint64_t total_chunks_ GUARDED_BY(mu_) = 0;  // of every tensor
+  std::unique_ptr<KeyPlacement> placement_ GUARDED_BY(mu_);
+  bool shutdown_sent_ GUARDED_BY(mu_) = false;
+  std::map<int32_t, proto::WorkerStalled> stalled_ GUARDED_BY(mu_);  // by worker node id
   std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 

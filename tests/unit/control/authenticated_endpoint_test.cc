@@ -122,6 +122,44 @@ TEST_F(AuthenticatedEndpointTest, EarlyMessagesWaitForTheKeysAndArriveInOrder) {
   EXPECT_EQ(b_->stats().messages_unauthenticated, 0u);
 }
 
+TEST_F(AuthenticatedEndpointTest, AMessageHeldAgainIsCheckedAgainWhenAKeyArrivesMeanwhile) {
+  // Node c holds messages from nodes 1 and 4; node 4's key arrives, and while
+  // the held messages are checked again (1's still held), delivering 4's
+  // message brings node 1's key. Node 1's message must follow at once, not
+  // wait for some later receipt (on another receiving thread, that key's own
+  // check of the held messages may have run while they were out of the queue).
+  const SecretKey k1 = RandomKey(), k4 = RandomKey(), k3 = RandomKey();
+  auto c_keys = std::make_shared<KeyRing>();
+  c_keys->SetPeerKey(3, k3);
+  Collector c_in;
+  auto collect = c_in.receiver();
+  AuthenticatedEndpoint c(net_.CreateEndpoint(), c_keys);
+  ASSERT_TRUE(c.Listen("loop://c", [&](Message&& m) {
+                 const bool from_4 = m.header.sender() == 4;
+                 collect(std::move(m));
+                 if (from_4) c_keys->SetPeerKey(1, k1);
+               }).ok());
+  ASSERT_TRUE(intruder_->Connect(9, "loop://c").ok());
+  KeyRing one, four, scheduler;
+  one.SetPeerKey(9, k1);
+  four.SetPeerKey(9, k4);
+  scheduler.SetPeerKey(9, k3);
+  Message from_1 = Push(1, 10), from_4 = Push(4, 20), heartbeat = MakeMessage(proto::HEARTBEAT_ACK, 3);
+  ASSERT_TRUE(one.Sign(9, &from_1.header).ok());
+  ASSERT_TRUE(four.Sign(9, &from_4.header).ok());
+  ASSERT_TRUE(scheduler.Sign(9, &heartbeat.header).ok());
+  ASSERT_TRUE(intruder_->Send(9, std::move(from_1), Soon()).ok());
+  ASSERT_TRUE(intruder_->Send(9, std::move(from_4), Soon()).ok());
+  ASSERT_TRUE(Eventually([&] { return c.stats().messages_received >= 2; }));
+  EXPECT_EQ(c_in.size(), 0u);
+  c_keys->SetPeerKey(4, k4);
+  ASSERT_TRUE(intruder_->Send(9, std::move(heartbeat), Soon()).ok());
+  ASSERT_TRUE(c_in.WaitFor(3)) << "node 1's message is still held";
+  EXPECT_EQ(c_in.at(1).header.sender(), 4);
+  EXPECT_EQ(c_in.at(2).header.key(), 10u);
+  c.Close();
+}
+
 TEST_F(AuthenticatedEndpointTest, HeldMessagesAreBounded) {
   KeyRing stranger;
   stranger.SetPeerKey(2, RandomKey());

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "worker/operation.h"
 
 namespace syncline {
@@ -25,28 +26,28 @@ using namespace std::chrono_literals;
 class FakeNetwork {
  public:
   void Admit(ChunkTask&& c) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     admitted_.push_back(Name(c));
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   // Waits until `n` chunks were admitted in all; returns their names.
   std::vector<std::string> WaitFor(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, 5s, [&] { return admitted_.size() >= n; });
+    MutexLock lock(mu_);
+    cv_.WaitUntil(mu_, Deadline::After(5s), [&]() REQUIRES(mu_) { return admitted_.size() >= n; });
     return admitted_;
   }
   // Gives the scheduler time to admit more than it should, then reports all.
   std::vector<std::string> Settle() {
     std::this_thread::sleep_for(50ms);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return admitted_;
   }
   static std::string Name(const ChunkTask& c) { return c.op->tensor_name() + std::to_string(c.index); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> admitted_;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::string> admitted_ GUARDED_BY(mu_);
 };
 
 // The chunks of one push_pull of tensor `name`: `n` chunks of `bytes`.

@@ -7,10 +7,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <future>
 #include <map>
 
+#include "common/mutex.h"
 #include "scheduler/scheduler.h"
 #include "transport/loopback/loopback_network.h"
 #include "transport/wire.h"
@@ -34,20 +34,25 @@ struct FakeWorker {
   std::string address;
   std::unique_ptr<Endpoint> endpoint;
   std::unique_ptr<SchedulerClient> client;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Message> replies;
+  Mutex mu;
+  CondVar cv;
+  std::vector<Message> replies GUARDED_BY(mu);
 
+  void Keep(Message&& m) {
+    MutexLock lock(mu);
+    replies.push_back(std::move(m));
+    cv.NotifyAll();
+  }
   bool WaitForReplies(size_t n, int ms = 5000) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, Millis(ms), [&] { return replies.size() >= n; });
+    MutexLock lock(mu);
+    return cv.WaitUntil(mu, Deadline::AfterMs(ms), [&]() REQUIRES(mu) { return replies.size() >= n; });
   }
   Message Reply(size_t i) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     return replies.at(i);
   }
   size_t NumReplies() {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     return replies.size();
   }
 };
@@ -104,9 +109,7 @@ class ServerTest : public ::testing::Test {
                       ->Listen(w->address,
                                [raw](Message&& m) {
                                  if (raw->client->Handle(m)) return;
-                                 std::lock_guard<std::mutex> lock(raw->mu);
-                                 raw->replies.push_back(std::move(m));
-                                 raw->cv.notify_all();
+                                 raw->Keep(std::move(m));
                                })
                       .ok());
       joins.push_back(std::async(std::launch::async, [raw] { return raw->client->Join(raw->address); }));
