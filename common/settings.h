@@ -82,6 +82,11 @@ struct Settings {
   // transport is not encrypted and refuses this. Default off: it costs
   // goodput (docs/benchmarks.md), and sealed networks may not need it.
   bool encrypt = false;
+  // SYNCLINE_TF_OP. syncline.tensorflow's push_pull goes through the
+  // SynclinePushPull op its install step compiled (default), or, off, through
+  // dlpack and tf.numpy_function. Read by the Python package; known here so
+  // that every process of a job accepts it.
+  bool tf_op = true;
   // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
   // chunks of at most this many bytes, each pushed/pulled independently and
   // placed on a server. Smaller: more overlap and better balance, more

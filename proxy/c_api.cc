@@ -63,7 +63,8 @@ int syncline_push_pull_to(syncline_worker* w, uint32_t id, const void* input, vo
                           int64_t priority, syncline_done_fn done, void* user, syncline_op** op_out) {
   if (!w || (!op_out && !done))
     return Report(syncline::InvalidArgument("syncline_push_pull: null worker, or neither op_out nor done"));
-  syncline::PushPullOptions options{average != 0, priority, nullptr, output};
+  // The input's own memory as output is an in-place sum.
+  syncline::PushPullOptions options{average != 0, priority, nullptr, output == input ? nullptr : output};
   if (done) {
     options.on_done = [done, user](const syncline::Status& st) {
       const std::string message = st.ok() ? "" : st.ToString();

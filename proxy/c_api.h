@@ -50,7 +50,8 @@ SYNCLINE_EXPORT int syncline_push_pull_async(syncline_worker* w, uint32_t id, vo
                                              syncline_op** op_out);
 /* As syncline_push_pull_async, but the sum goes into `output` (host memory of
  * the tensor's size) and `input` is only read: for callers whose tensors are
- * immutable, saving a copy per call. Both must stay valid until it ended. */
+ * immutable, saving a copy per call. Both must stay valid until it ended.
+ * `output` == `input` is an in-place sum, as syncline_push_pull_async. */
 SYNCLINE_EXPORT int syncline_push_pull_to(syncline_worker* w, uint32_t id, const void* input, void* output,
                                           int average, int64_t priority, syncline_done_fn done, void* user,
                                           syncline_op** op_out);

@@ -25,9 +25,9 @@ PSLAUNCH = str(Path(sys.executable).parent / "pslaunch")
 MIB = 1024 * 1024
 
 
-def job(worker_argv, timeout=600):
+def job(worker_argv, env=None, timeout=600):
     argv = [PSLAUNCH, "--workers", "2", "--servers", "1", "--timeout", str(timeout), "--", *worker_argv]
-    out = subprocess.run(argv, env=clean_env({"SYNCLINE_LOG_LEVEL": "warn"}), stdout=subprocess.PIPE,
+    out = subprocess.run(argv, env=clean_env({"SYNCLINE_LOG_LEVEL": "warn", **(env or {})}), stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, timeout=timeout + 30)
     if out.returncode != 0:
         sys.exit(f"failed ({out.returncode}): {' '.join(argv)}\n{out.stdout[-3000:]}")
@@ -39,7 +39,9 @@ def job(worker_argv, timeout=600):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--apis", default="tf,tf-graph,torch")
+    p.add_argument("--apis", default="tf,tf-graph,tf-numpy,tf-graph-numpy,torch",
+                   help="tf, tf-graph: through the compiled SynclinePushPull op; tf-numpy, tf-graph-numpy: "
+                        "the same where the op was not built (dlpack, tf.numpy_function); torch")
     p.add_argument("--sizes", default=f"{MIB},{4 * MIB},{16 * MIB}")
     p.add_argument("--seconds", type=float, default=2.0, help="per size and job")
     p.add_argument("--build", default=str(ROOT / "build"))
@@ -50,23 +52,25 @@ def main():
     samples = {name: {s: [] for s in sizes} for name in ["C++", "C++ out", *apis]}
     for run in range(1, a.runs + 1):
         for name in samples:
-            argv = cpp if name == "C++" else [*cpp, "--separate-output"] if name == "C++ out" else [sys.executable, str(HERE / "shim_worker.py"), "--api", name,
-                                              "--sizes", a.sizes, "--seconds", str(a.seconds)]
-            got = job(argv)
+            api, numpy_path = name.removesuffix("-numpy"), name.endswith("-numpy")
+            argv = cpp if name == "C++" else [*cpp, "--separate-output"] if name == "C++ out" else [
+                sys.executable, str(HERE / "shim_worker.py"), "--api", api, "--sizes", a.sizes, "--seconds",
+                str(a.seconds)]
+            got = job(argv, {"SYNCLINE_TF_OP": "0"} if numpy_path else None)
             for s in sizes:
                 samples[name][s].append(got[s])
-            print(f"  [run {run}/{a.runs}] {name:9s} " + "  ".join(f"{s // MIB:3d} MiB {got[s]:7.0f} MB/s"
+            print(f"  [run {run}/{a.runs}] {name:14s} " + "  ".join(f"{s // MIB:3d} MiB {got[s]:7.0f} MB/s"
                                                                   for s in sizes), flush=True)
     print(f"\nloopback, 2 workers + 1 server, one float32 tensor per push_pull; medians of {a.runs} runs "
           "(goodput: 2 x bytes / time, MB/s; ratio: / C++)")
     apis = ["C++ out", *apis]
-    print(f"  {'size':>7s} {'C++':>8s} " + " ".join(f"{n:>8s} {'ratio':>6s}" for n in apis))
+    print(f"  {'size':>7s} {'C++':>8s} " + " ".join(f"{n:>14s} {'ratio':>6s}" for n in apis))
     for s in sizes:
         ref = statistics.median(samples["C++"][s])
         cells = []
         for n in apis:
             med = statistics.median(samples[n][s])
-            cells.append(f"{med:8.0f} {med / ref:6.2f}")
+            cells.append(f"{med:14.0f} {med / ref:6.2f}")
         print(f"  {s // MIB:4d} MiB {ref:8.0f} " + " ".join(cells))
 
 

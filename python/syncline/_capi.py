@@ -132,6 +132,16 @@ class Op:
             pass
 
 
+class KernelApi(ctypes.Structure):
+    """What a framework's compiled op calls libsyncline through (syncline/tensorflow/kernels): the
+    functions, taken from the library loaded here, and the worker (cleared at shutdown). The op
+    does not link libsyncline itself, so the two never share symbols."""
+    _fields_ = [("push_pull_to", ctypes.c_void_p), ("last_error", ctypes.c_void_p), ("worker", ctypes.c_void_p)]
+
+
+_kernel_apis = []  # every table handed out: compiled graphs may keep their address after shutdown
+
+
 class Worker:
     """A worker of a running job (joins it on construction)."""
 
@@ -145,6 +155,16 @@ class Worker:
         self.local_rank = self._lib.syncline_local_rank(handle)
         self.local_size = self._lib.syncline_local_size(handle)
         self.cross_iteration = self._lib.syncline_cross_iteration(handle) == 1
+        self._kernel_api = None
+
+    def kernel_api(self):
+        """The address of this worker's KernelApi table, for compiled ops (kept for good)."""
+        if self._kernel_api is None:
+            fn = lambda name: ctypes.cast(getattr(self._lib, name), ctypes.c_void_p).value
+            api = KernelApi(fn("syncline_push_pull_to"), fn("syncline_last_error"), self._handle.value)
+            _kernel_apis.append(api)
+            self._kernel_api = api
+        return ctypes.addressof(self._kernel_api)
 
     def declare(self, name, dtype, num_elements):
         tensor_id = ctypes.c_uint32()
@@ -176,6 +196,8 @@ class Worker:
         self._lib.syncline_trace_span(self._handle, name.encode(), int(start_us), int(end_us))
 
     def shutdown(self):
+        if self._kernel_api is not None:
+            self._kernel_api.worker = None  # compiled ops fail from now on, rather than use a freed worker
         handle, self._handle = self._handle, None
         if handle is not None:
             _check(self._lib, self._lib.syncline_shutdown(handle), "shutdown")

@@ -11,18 +11,27 @@ from expect import expect_error  # noqa: E402
 
 
 def exact_sums():
-    """push_pull returns exact sums and averages per dtype, eagerly and inside tf.function."""
+    """push_pull returns exact sums and averages per dtype, eagerly and inside tf.function, through
+    the compiled op (which the install step must have built here) and through the fallback."""
+    from syncline.tensorflow import ops
+    assert ops.native_op() is not None, "the SynclinePushPull op was not built at install time"
+    _exact_sums("op")
+    ops._op_state[:] = [None]  # as where the op could not be built
+    _exact_sums("fallback")
+
+
+def _exact_sums(path):
     rank, size = bps.rank(), bps.size()
     base = np.arange(1000) % 8  # small integers: sums exact even in bfloat16
     total = sum(base * (r + 1) for r in range(size)).astype(np.float64)
 
     @tf.function
     def traced(x, average):
-        return bps.push_pull(x, average=average, name=f"traced.{x.dtype.name}.{average}")
+        return bps.push_pull(x, average=average, name=f"{path}.traced.{x.dtype.name}.{average}")
 
     for dtype in (tf.float32, tf.float64, tf.float16, tf.bfloat16):
         mine = tf.constant(base * (rank + 1), dtype=dtype)
-        got = bps.push_pull(mine, average=False, name=f"eager.{dtype.name}")
+        got = bps.push_pull(mine, average=False, name=f"{path}.eager.{dtype.name}")
         assert np.array_equal(tf.cast(got, tf.float64).numpy(), total), (dtype, got[:8])
         for _ in range(2):  # a traced function runs its push_pull each call
             got = traced(tf.constant(base * (rank + 1) * size, dtype=dtype), True)
@@ -85,6 +94,12 @@ def errors():
     bps.push_pull(tf.ones(4), name="shape")
     expect_error((ValueError, tf.errors.UnknownError), lambda: bps.push_pull(tf.ones(5), name="shape"),
                  ["'shape'", "[4]"], "a name reused with another shape was accepted")
+    # A function traced before shutdown and run after it fails saying so (the op holds no freed worker).
+    traced = tf.function(lambda x: bps.push_pull(x, name="traced.before.shutdown"))
+    assert np.array_equal(traced(tf.ones(3)).numpy(), np.ones(3))
+    bps.shutdown()
+    expect_error((tf.errors.FailedPreconditionError, tf.errors.UnknownError), lambda: traced(tf.ones(3)),
+                 ["shut down"], "a traced push_pull ran after shutdown")
 
 
 def keras_api():

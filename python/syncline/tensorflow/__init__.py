@@ -2,9 +2,11 @@
 
 The API of byteps.tensorflow (and of horovod.tensorflow, with push_pull for
 allreduce): a script moves over by its import and is launched with pslaunch.
-Tensors reach libsyncline as numpy arrays through tf.numpy_function, so the
-same calls work eagerly and inside tf.function, and nothing is compiled
-against TensorFlow. (Not under XLA: a jit-compiled function cannot call out.)
+The same calls work eagerly and inside tf.function: push_pull goes through the
+SynclinePushPull op, which the package's install step compiles against the
+TensorFlow it finds (no Python on the way, no thread waiting), or, where it was
+not built, through dlpack and tf.numpy_function. (Not under XLA: a jit-compiled
+function cannot call out.)
 
 This module holds the collectives; DistributedGradientTape is in .tape, the Keras 3
 DistributedOptimizer in .optimizer, and the Keras callbacks in syncline.tensorflow.keras.

@@ -1,4 +1,10 @@
-"""Collectives of syncline.tensorflow over tf.numpy_function: eager and tf.function alike."""
+"""Collectives of syncline.tensorflow, eager and inside tf.function: push_pull through the compiled
+SynclinePushPull op (kernels/push_pull_op.cc) where the install step built it against this
+TensorFlow, else through dlpack (eagerly) and tf.numpy_function (inside tf.function)."""
+import logging
+import os
+import threading
+
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util  # XLA detection: no public API says it
@@ -15,6 +21,38 @@ from syncline.compression import NoneCompressor
 from syncline.errors import SynclineError
 
 _FLOATS = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
+_DTYPE_CODES = {tf.float32: _capi.FLOAT32, tf.float64: _capi.FLOAT64, tf.float16: _capi.FLOAT16,
+                tf.bfloat16: _capi.BFLOAT16}
+_OP_LIBRARY = "libsyncline_tf_ops.so"
+_log = logging.getLogger("syncline.tensorflow")
+_op_lock = threading.Lock()
+_op_state = []  # [] before the first look; then [module or None]
+
+
+def native_op():
+    """The module of the compiled SynclinePushPull op, or None: not built (no compiler, or the
+    package was installed without TensorFlow), built against another TensorFlow, or turned off
+    with SYNCLINE_TF_OP=0. Says once why it is not used."""
+    with _op_lock:
+        if not _op_state:
+            _op_state.append(_load_native_op())
+        return _op_state[0]
+
+
+def _load_native_op():
+    if os.environ.get("SYNCLINE_TF_OP", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None  # the spellings of off common/settings.cc accepts
+    path = os.path.join(_capi.native_dir(), "lib", _OP_LIBRARY)
+    if not os.path.exists(path):
+        _log.warning("syncline.tensorflow: %s was not built at install time; push_pull goes through "
+                     "tf.numpy_function (slower for small tensors)", path)
+        return None
+    try:
+        return tf.load_op_library(path)
+    except (tf.errors.NotFoundError, OSError) as e:  # built against another TensorFlow
+        _log.warning("syncline.tensorflow: cannot load %s (%s): reinstall syncline against this TensorFlow; "
+                     "push_pull goes through tf.numpy_function meanwhile", path, e)
+        return None
 
 
 def init():
@@ -84,6 +122,19 @@ def _post(session, array, name, average, priority):
     return session.post_array(name, array, average, priority, output=session.output_array(array.shape, array.dtype))
 
 
+def _push_pull_native(op, session, tensor, name, average, priority):
+    """One push_pull through the compiled op (declaring the tensor first: at tracing time inside
+    tf.function). Eagerly, its failure is a SynclineError, as on the other path."""
+    tensor_id = session.tensor_id(name, _DTYPE_CODES[tensor.dtype], tensor.shape.as_list())
+    api = session.worker.kernel_api()
+    if not tf.executing_eagerly():
+        return op.syncline_push_pull(tensor, api=api, tensor_id=tensor_id, average=average, priority=priority)
+    try:
+        return op.syncline_push_pull(tensor, api=api, tensor_id=tensor_id, average=average, priority=priority)
+    except tf.errors.OpError as e:
+        raise SynclineError(e.message) from None
+
+
 def push_pull_list(tensors, names, average=True, priorities=None):
     """Sums (averages) each tensor across workers; the inputs are only read. Eagerly, tensors go to
     libsyncline and back without a copy (dlpack). Inside tf.function each tensor is posted by an
@@ -99,6 +150,15 @@ def push_pull_list(tensors, names, average=True, priorities=None):
     priorities = [0] * len(tensors) if priorities is None else list(priorities)
     order = sorted(range(len(tensors)), key=lambda i: priorities[i])
     outs = [None] * len(tensors)
+    op = native_op()
+    # The compiled op: one per tensor, each going out as soon as its tensor exists, none holding a
+    # thread while it waits. Eagerly each op call waits for its sum, so a list keeps the path that
+    # posts all before it waits.
+    if op is not None and (len(tensors) == 1 or not tf.executing_eagerly()) and \
+            all(t.shape.is_fully_defined() for t in tensors):
+        for i in order:
+            outs[i] = _push_pull_native(op, session, tensors[i], names[i], average, priorities[i])
+        return outs
     if tf.executing_eagerly():
         handles = []
         try:
