@@ -112,11 +112,11 @@ void UcxEndpoint::Deliver(const uint8_t* header, size_t header_length, const Buf
   Result<Message> message = frames.ok() ? DecodeMessage(frames->header, frames->header_size,
                                                         std::move(frames->payloads))
                                         : Result<Message>(frames.status());
-  std::optional<Message> admitted = AdmitReceived(std::move(message), stats_mu_, stats_, Where());
+  std::optional<Message> admitted = AdmitReceived(std::move(message), counters_, Where());
   if (admitted && delivering_ && receiver_) receiver_(std::move(*admitted));
 }
 
-void UcxEndpoint::Reject(const Status& why) { (void)AdmitReceived(why, stats_mu_, stats_, Where()); }
+void UcxEndpoint::Reject(const Status& why) { (void)AdmitReceived(why, counters_, Where()); }
 
 std::string_view UcxEndpoint::Where() const { return address_.empty() ? std::string_view("ucx") : address_; }
 
