@@ -303,7 +303,10 @@ void UcxEndpoint::Shutdown() {
   delivering_ = false;  // Close promises no Receiver call after it returns
   RunCommands();
   const auto until = Clock::now() + Millis(options_.close_timeout_ms);
-  while ((!in_flight_.empty() || !setting_up_.empty()) && Clock::now() < until) Step(until);
+  // Rendezvous receives under way too: with UCX_TLS=sm, destroying the
+  // worker while one still waits on its CMA endpoint aborts inside UCX 1.13
+  // (uct_cma_ep_t_delete: arbiter group not empty).
+  while ((!in_flight_.empty() || !setting_up_.empty() || !receiving_.empty()) && Clock::now() < until) Step(until);
   // Without peer-failure handling UCX names endpoints by address: a peer still
   // finishing its side of a connection would reach one closed here while this
   // worker lives on (UCX 1.13 asserts, or uses freed memory). Destroying the
