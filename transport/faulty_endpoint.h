@@ -1,11 +1,13 @@
 // FaultyEndpoint: a forwarding wrapper around any Endpoint that lets a test
 // drop, alter or stop outgoing messages (to play a flaky or dead peer).
+// Thread-safety: as Endpoint; the filter may be replaced at any time (it runs
+// outside the lock, on the sending thread).
 #pragma once
 
 #include <functional>
 #include <memory>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "transport/transport.h"
 
 namespace syncline {
@@ -16,8 +18,8 @@ class FaultyEndpoint : public Endpoint {
   using SendFilter = std::function<bool(PeerId, Message&)>;
 
   explicit FaultyEndpoint(std::unique_ptr<Endpoint> inner) : inner_(std::move(inner)) {}
-  void SetSendFilter(SendFilter filter) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void SetSendFilter(SendFilter filter) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     filter_ = std::move(filter);
   }
 
@@ -28,7 +30,7 @@ class FaultyEndpoint : public Endpoint {
   Status Send(PeerId peer, Message message, Deadline deadline) override {
     SendFilter filter;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       filter = filter_;
     }
     if (filter && !filter(peer, message)) return Status::Ok();
@@ -39,8 +41,8 @@ class FaultyEndpoint : public Endpoint {
 
  private:
   std::unique_ptr<Endpoint> inner_;
-  std::mutex mu_;
-  SendFilter filter_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  SendFilter filter_ GUARDED_BY(mu_);
 };
 
 }  // namespace syncline

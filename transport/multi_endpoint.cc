@@ -25,24 +25,22 @@ Result<Endpoint*> MultiEndpoint::BackendFor(const std::string& address) {
   if (scheme.empty()) return InvalidArgument("address has no scheme (like tcp://): " + address);
   const std::string key = key_(scheme);
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return Aborted("endpoint closed");
     if (auto it = backends_.find(key); it != backends_.end()) return it->second.get();
   }
   // Made outside the lock: starting a backend may take a while (UCX opens devices).
   SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> made, make_(scheme));
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  if (closed_) {
-    lock.unlock();
-    made->Close();
-    return Aborted("endpoint closed");
+  Endpoint* backend = nullptr;
+  {
+    MutexLock lock(mu_);
+    if (!closed_) {
+      // try_emplace leaves `made` alone if another thread made one first.
+      backend = backends_.try_emplace(key, std::move(made)).first->second.get();
+    }
   }
-  auto [it, inserted] = backends_.try_emplace(key, std::move(made));
-  Endpoint* backend = it->second.get();
-  if (!inserted) {  // another thread made one first
-    lock.unlock();
-    made->Close();
-  }
+  if (made) made->Close();  // not under the lock: not needed after all
+  if (backend == nullptr) return Aborted("endpoint closed");
   return backend;
 }
 
@@ -54,7 +52,7 @@ Result<std::string> MultiEndpoint::Listen(const std::string& address, Receiver r
 Status MultiEndpoint::Connect(PeerId peer, const std::string& address) {
   SYNCLINE_ASSIGN_OR_RETURN(Endpoint * backend, BackendFor(address));
   SYNCLINE_RETURN_IF_ERROR(backend->Connect(peer, address));
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  MutexLock lock(mu_);
   routes_[peer] = backend;
   return Status::Ok();
 }
@@ -62,7 +60,7 @@ Status MultiEndpoint::Connect(PeerId peer, const std::string& address) {
 Status MultiEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
   Endpoint* backend = nullptr;
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = routes_.find(peer);
     if (it == routes_.end()) return NotFound("no connection to peer " + std::to_string(peer));
     backend = it->second;
@@ -74,7 +72,7 @@ Status MultiEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
 void MultiEndpoint::Close() {
   std::vector<Endpoint*> backends;
   {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
     for (auto& [key, backend] : backends_) backends.push_back(backend.get());
   }
@@ -84,7 +82,7 @@ void MultiEndpoint::Close() {
 
 EndpointStats MultiEndpoint::stats() const {
   EndpointStats total;
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [key, backend] : backends_) {
     const EndpointStats s = backend->stats();
     total.messages_sent += s.messages_sent;

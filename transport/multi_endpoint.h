@@ -11,10 +11,9 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "transport/transport.h"
 
 namespace syncline {
@@ -39,14 +38,16 @@ class MultiEndpoint : public Endpoint {
   EndpointStats stats() const override;
 
  private:
-  Result<Endpoint*> BackendFor(const std::string& address);
+  Result<Endpoint*> BackendFor(const std::string& address) EXCLUDES(mu_);
 
   const BackendFactory make_;
   const BackendKey key_;
-  mutable std::shared_mutex mu_;
-  bool closed_ = false;                                         // GUARDED_BY(mu_)
-  std::map<std::string, std::unique_ptr<Endpoint>> backends_;  // GUARDED_BY(mu_); by BackendKey
-  std::map<PeerId, Endpoint*> routes_;                          // GUARDED_BY(mu_)
+  // Held for map look-ups and changes only, never across a backend's call
+  // (but stats(), which only reads counters).
+  mutable Mutex mu_;
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::map<std::string, std::unique_ptr<Endpoint>> backends_ GUARDED_BY(mu_);  // by BackendKey
+  std::map<PeerId, Endpoint*> routes_ GUARDED_BY(mu_);
 };
 
 }  // namespace syncline

@@ -98,18 +98,12 @@ Status ValidateMessage(const Message& m) {
   return Status::Ok();
 }
 
-std::optional<Message> AdmitReceived(Result<Message> decoded, std::mutex& mu, EndpointStats& stats,
-                                     std::string_view where) {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (decoded.ok()) {
-      ++stats.messages_received;
-      stats.payload_bytes_received += PayloadBytes(*decoded);
-    } else {
-      ++stats.messages_rejected;
-    }
+std::optional<Message> AdmitReceived(Result<Message> decoded, EndpointCounters& counters, std::string_view where) {
+  if (decoded.ok()) {
+    counters.Received(PayloadBytes(*decoded));
+    return std::move(decoded).value();
   }
-  if (decoded.ok()) return std::move(decoded).value();
+  counters.Rejected();
   SYNCLINE_LOG_WARN_LIMITED("{}: dropping malformed message: {}", where, decoded.status().message());
   return std::nullopt;
 }

@@ -2,13 +2,13 @@
 // validation every received message passes before a Receiver sees it.
 #pragma once
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "transport/transport.h"
 
@@ -29,11 +29,43 @@ std::string EncodeHeader(const proto::Header& header);
 Result<Message> DecodeMessage(const void* header_bytes, size_t header_size, std::vector<Buffer> payloads);
 Status ValidateMessage(const Message& message);
 
+// An endpoint's EndpointStats behind a lock of their own (thread-safe).
+class EndpointCounters {
+ public:
+  void Sent(uint64_t payload_bytes) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    ++stats_.messages_sent;
+    stats_.payload_bytes_sent += payload_bytes;
+  }
+  void Received(uint64_t payload_bytes) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    ++stats_.messages_received;
+    stats_.payload_bytes_received += payload_bytes;
+  }
+  // Payload bytes of a message counted already (or counted elsewhere).
+  void MoreBytes(uint64_t sent, uint64_t received) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    stats_.payload_bytes_sent += sent;
+    stats_.payload_bytes_received += received;
+  }
+  void Rejected() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    ++stats_.messages_rejected;
+  }
+  EndpointStats Get() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return stats_;
+  }
+
+ private:
+  mutable Mutex mu_;
+  EndpointStats stats_ GUARDED_BY(mu_);
+};
+
 // The receive-side bookkeeping every backend shares: counts `decoded` in
-// `stats` (under `mu`), logs why a rejected message was dropped, and returns
-// the message to hand to the Receiver, or nothing.
-std::optional<Message> AdmitReceived(Result<Message> decoded, std::mutex& mu, EndpointStats& stats,
-                                     std::string_view where);
+// `counters`, logs why a rejected message was dropped, and returns the
+// message to hand to the Receiver, or nothing.
+std::optional<Message> AdmitReceived(Result<Message> decoded, EndpointCounters& counters, std::string_view where);
 
 // Totals the payload frames' sizes of `message` (what header.byte_length must
 // equal, unless the frames travel in shared memory: header.shm).

@@ -62,7 +62,7 @@ void Outbox::ReclaimLocked() {
 
 std::optional<Outbox::Placement> Outbox::Place(size_t bytes) {
   const uint64_t length = AlignUp(bytes > 0 ? bytes : 1);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ReclaimLocked();
   if (free_slots_.empty() || length > capacity_) return std::nullopt;
   uint64_t at;
@@ -91,7 +91,7 @@ void Outbox::Unplace(uint32_t slot) {
 }
 
 bool Outbox::PostHeader(std::string_view record) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return layout_->ring.Post(record);
 }
 

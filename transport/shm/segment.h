@@ -20,11 +20,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "transport/shm/header_ring.h"
 
@@ -54,12 +54,12 @@ class Outbox {
   ~Outbox();
 
   // Room for `bytes` contiguous bytes, or nothing if the ring is full now.
-  std::optional<Placement> Place(size_t bytes);
+  std::optional<Placement> Place(size_t bytes) EXCLUDES(mu_);
   // Gives a placement back unused (as the receiver's release would).
   void Unplace(uint32_t slot);
   // Passes a header to the peer through the segment's ring; false if the
   // ring is full now.
-  bool PostHeader(std::string_view record);
+  bool PostHeader(std::string_view record) EXCLUDES(mu_);
   // True once the peer polls this segment's ring.
   bool ring_attached() const { return layout_->ring.attached(); }
   // True when the peer has handled every header posted to the ring.
@@ -74,17 +74,17 @@ class Outbox {
     uint64_t length;
   };
   Outbox(int fd, uint8_t* base, uint64_t total);
-  void ReclaimLocked();
+  void ReclaimLocked() REQUIRES(mu_);
 
   const int fd_;
   uint8_t* const base_;
   const uint64_t total_;
   const uint64_t capacity_;  // data area bytes
   SegmentLayout* const layout_;
-  std::mutex mu_;
-  std::deque<Live> live_;          // GUARDED_BY(mu_), in placement order
-  std::vector<uint32_t> free_slots_;  // GUARDED_BY(mu_)
-  uint64_t head_ = 0;              // GUARDED_BY(mu_): next placement offset in the data area
+  Mutex mu_;  // also serializes the producer side of the header ring
+  std::deque<Live> live_ GUARDED_BY(mu_);  // in placement order
+  std::vector<uint32_t> free_slots_ GUARDED_BY(mu_);
+  uint64_t head_ GUARDED_BY(mu_) = 0;  // next placement offset in the data area
 };
 
 class PeerSegment {

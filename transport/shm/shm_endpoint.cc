@@ -50,7 +50,7 @@ ShmEndpoint::ShmEndpoint(std::unique_ptr<Endpoint> inner, ShmOptions options)
 ShmEndpoint::~ShmEndpoint() { Close(); }
 
 void ShmEndpoint::MarkColocated(PeerId peer, int32_t pid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   colocated_[peer] = pid;
 }
 
@@ -64,33 +64,41 @@ void ShmEndpoint::Close() {
   if (closed_.exchange(true)) return;
   std::vector<std::thread> pollers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     pollers.swap(pollers_);
     for (auto& [key, segment] : mapped_) segment->ring().Detach();  // senders go back to the socket
   }
-  socket_received_cv_.notify_all();
+  socket_received_cv_.NotifyAll();
   for (std::thread& t : pollers) t.join();
 }
 
-Outbox* ShmEndpoint::OutboxFor(PeerId peer) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!colocated_.count(peer)) return nullptr;
+ShmEndpoint::Route ShmEndpoint::RouteFor(PeerId peer) {
+  MutexLock lock(mu_);
+  auto& lane = lanes_[peer];
+  if (!lane) lane = std::make_unique<SocketLane>();
+  if (!colocated_.count(peer)) return {nullptr, lane.get()};
   auto& box = outboxes_[peer];
   if (!box) {
     auto made = Outbox::Create(options_.outbox_bytes);
     if (!made.ok()) {
       SYNCLINE_LOG_WARN("no shared memory for peer {} ({}); using the socket", peer, made.status().message());
       colocated_.erase(peer);
-      return nullptr;
+      return {nullptr, lane.get()};
     }
     box = std::move(made).value();
   }
-  return box.get();
+  return {box.get(), lane.get()};
+}
+
+void ShmEndpoint::CountShm(uint64_t ShmStats::*counter) {
+  MutexLock lock(mu_);
+  ++(shm_stats_.*counter);
 }
 
 Status ShmEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
-  Outbox* box = OutboxFor(peer);
-  if (box == nullptr) return SendThroughSocket(peer, std::move(message), deadline);
+  const Route route = RouteFor(peer);
+  Outbox* box = route.box;
+  if (box == nullptr) return SendThroughSocket(peer, *route.lane, std::move(message), deadline);
   const bool ring = box->ring_attached();
   const uint64_t bytes = PayloadBytes(message);
   const bool has_payload = !message.payloads.empty();
@@ -98,10 +106,10 @@ Status ShmEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
   const bool placed = wants_segment && PlacePayloads(*box, bytes, message, message.header.mutable_shm());
   if (wants_segment) {
     if (!placed) message.header.clear_shm();
-    std::lock_guard<std::mutex> lock(mu_);
-    ++(placed ? shm_stats_.messages_sent : shm_stats_.fallbacks);
+    CountShm(placed ? &ShmStats::messages_sent : &ShmStats::fallbacks);
   }
-  if (ring && (placed || !has_payload) && FitsTheRing(message)) return PostThroughRing(peer, *box, std::move(message), deadline);
+  if (ring && (placed || !has_payload) && FitsTheRing(message))
+    return PostThroughRing(peer, route, std::move(message), deadline);
   if (ring) {
     // The outbox has no room for the payload (or the header is too big for
     // the ring): the socket takes it, once the peer has handled everything
@@ -116,17 +124,24 @@ Status ShmEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
     }
   }
   const uint32_t slot = message.header.shm().slot();
-  Status sent = SendThroughSocket(peer, std::move(message), deadline);
+  Status sent = SendThroughSocket(peer, *route.lane, std::move(message), deadline);
   if (!sent.ok() && placed) box->Unplace(slot);  // the receiver will never release it
   return sent;
 }
 
-Status ShmEndpoint::SendThroughSocket(PeerId peer, Message message, Deadline deadline) {
-  Status sent = inner_->Send(peer, std::move(message), deadline);
-  if (sent.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++socket_sent_[peer];
+Status ShmEndpoint::SendThroughSocket(PeerId peer, SocketLane& lane, Message message, Deadline deadline) {
+  // The inner transport counts the frames it carries; payload bytes in the
+  // segment are counted here, once.
+  uint64_t segment_bytes = 0;
+  if (message.header.has_shm())
+    for (uint64_t l : message.header.shm().frame_lengths()) segment_bytes += l;
+  Status sent;
+  {
+    MutexLock lock(lane.mu);  // the count must follow the wire's order (PostThroughRing reads it)
+    sent = inner_->Send(peer, std::move(message), deadline);
+    if (sent.ok()) ++lane.sent;
   }
+  if (sent.ok() && segment_bytes > 0) own_.MoreBytes(segment_bytes, 0);
   return sent;
 }
 
@@ -135,7 +150,8 @@ bool ShmEndpoint::FitsTheRing(const Message& message) {
   return message.header.ByteSizeLong() + 64 <= HeaderRing::kMaxRecordBytes;
 }
 
-Status ShmEndpoint::PostThroughRing(PeerId peer, Outbox& box, Message message, Deadline deadline) {
+Status ShmEndpoint::PostThroughRing(PeerId peer, Route route, Message message, Deadline deadline) {
+  Outbox& box = *route.box;
   proto::ShmRef* ref = message.header.mutable_shm();
   const bool has_payload = ref->frame_lengths_size() > 0;
   if (!has_payload) {
@@ -144,8 +160,10 @@ Status ShmEndpoint::PostThroughRing(PeerId peer, Outbox& box, Message message, D
     ref->set_segment_bytes(box.segment_bytes());
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    ref->set_socket_messages_before(socket_sent_[peer]);
+    // Every socket message of this thread to `peer` is counted by now (and
+    // any other thread's that went on the wire before them).
+    MutexLock lock(route.lane->mu);
+    ref->set_socket_messages_before(route.lane->sent);
   }
   uint64_t bytes = 0;
   for (uint64_t l : ref->frame_lengths()) bytes += l;
@@ -157,13 +175,8 @@ Status ShmEndpoint::PostThroughRing(PeerId peer, Outbox& box, Message message, D
     }
     Pause();
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++shm_stats_.ring_messages_sent;
-  }
-  std::lock_guard<std::mutex> lock(ring_stats_mu_);
-  ++ring_stats_.messages_sent;
-  ring_stats_.payload_bytes_sent += bytes;
+  CountShm(&ShmStats::ring_messages_sent);
+  own_.Sent(bytes);
   return Status::Ok();
 }
 
@@ -171,10 +184,10 @@ void ShmEndpoint::OnSocketMessage(Message&& m) {
   const PeerId sender = m.header.sender();
   DeliverFromSocket(std::move(m));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++socket_received_[sender];
   }
-  socket_received_cv_.notify_all();
+  socket_received_cv_.NotifyAll();
 }
 
 void ShmEndpoint::DeliverFromSocket(Message&& m) {
@@ -182,17 +195,15 @@ void ShmEndpoint::DeliverFromSocket(Message&& m) {
   Result<std::shared_ptr<PeerSegment>> segment = SegmentFor(m);
   Status attached = segment.ok() ? AttachPayloads(m, *segment) : segment.status();
   if (!attached.ok()) return Reject(attached.message());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++shm_stats_.messages_received;
-  }
+  CountShm(&ShmStats::messages_received);
+  own_.MoreBytes(0, PayloadBytes(m));  // the inner transport saw no payload frames
   receiver_(std::move(m));
 }
 
 Result<std::shared_ptr<PeerSegment>> ShmEndpoint::SegmentFor(const Message& m) {
   const proto::ShmRef& ref = m.header.shm();
   const PeerId sender = m.header.sender();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // A sender may use shared memory before this side has read the address
   // book and marked it; the segment's own checks (it opens, has the magic
   // and the size) are what make it acceptable. Once marked, the pid must match.
@@ -264,7 +275,7 @@ void ShmEndpoint::HandleRingRecord(const std::string& record, const std::shared_
   const auto release_region = [&](const proto::Header& header) {
     if (header.has_shm() && header.shm().frame_lengths_size() > 0) segment->Release(header.shm().slot());
   };
-  auto admitted = AdmitReceived(DecodeMessage(record.data(), record.size(), {}), ring_stats_mu_, ring_stats_, where);
+  auto admitted = AdmitReceived(DecodeMessage(record.data(), record.size(), {}), own_, where);
   if (!admitted) {
     proto::Header header;
     if (header.ParseFromArray(record.data(), static_cast<int>(record.size()))) release_region(header);
@@ -280,23 +291,21 @@ void ShmEndpoint::HandleRingRecord(const std::string& record, const std::shared_
   if (closed_.load()) return release_region(m.header);
   if (Status attached = AttachPayloads(m, segment); !attached.ok()) return Reject(attached.message());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++shm_stats_.ring_messages_received;
     if (!m.payloads.empty()) ++shm_stats_.messages_received;
   }
-  {
-    std::lock_guard<std::mutex> lock(ring_stats_mu_);
-    ring_stats_.payload_bytes_received += PayloadBytes(m);
-  }
+  own_.MoreBytes(0, PayloadBytes(m));  // admitted with its payload still in the segment
   receiver_(std::move(m));
 }
 
 void ShmEndpoint::AwaitSocketMessages(PeerId sender, uint64_t count) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint64_t& passed = order_passed_[sender];
   if (count <= passed) return;
-  const bool arrived = socket_received_cv_.wait_for(
-      lock, kSocketOrderWait, [&] { return closed_.load() || socket_received_[sender] >= count; });
+  const bool arrived = socket_received_cv_.WaitUntil(mu_, Deadline::After(kSocketOrderWait), [&]() REQUIRES(mu_) {
+    return closed_.load() || socket_received_[sender] >= count;
+  });
   // Wait for a given count once: if some of those messages were lost on the
   // socket, later ring messages (which name the same count) must not stall too.
   passed = std::max(passed, count);
@@ -307,30 +316,23 @@ void ShmEndpoint::AwaitSocketMessages(PeerId sender, uint64_t count) {
 }
 
 void ShmEndpoint::Reject(const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++rejected_;
-  }
+  own_.Rejected();
   SYNCLINE_LOG_WARN_LIMITED("dropping a shared-memory message: {}", why);
 }
 
 EndpointStats ShmEndpoint::stats() const {
   EndpointStats s = inner_->stats();
-  {
-    std::lock_guard<std::mutex> lock(ring_stats_mu_);
-    s.messages_sent += ring_stats_.messages_sent;
-    s.messages_received += ring_stats_.messages_received;
-    s.messages_rejected += ring_stats_.messages_rejected;
-    s.payload_bytes_sent += ring_stats_.payload_bytes_sent;
-    s.payload_bytes_received += ring_stats_.payload_bytes_received;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  s.messages_rejected += rejected_;
+  const EndpointStats own = own_.Get();
+  s.messages_sent += own.messages_sent;
+  s.messages_received += own.messages_received;
+  s.messages_rejected += own.messages_rejected;
+  s.payload_bytes_sent += own.payload_bytes_sent;
+  s.payload_bytes_received += own.payload_bytes_received;
   return s;
 }
 
 ShmEndpoint::ShmStats ShmEndpoint::shm_stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return shm_stats_;
 }
 

@@ -17,6 +17,10 @@
 // the outbox has no room for a payload, the message goes through the socket,
 // after the peer has handled everything already in the ring: nothing is
 // lost and nothing overtakes. A full ring makes Send wait until its deadline.
+// The socket count is kept per peer under a lock held across the inner Send,
+// so that it counts exactly the messages already on the wire: a ring message
+// never overtakes an earlier message of its own thread (several threads may
+// send to one peer at once; their messages interleave in some order).
 //
 // Thread-safety: as Endpoint; MarkColocated may be called at any time. The
 // Receiver is called from the inner transport's thread and from one poller
@@ -24,15 +28,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
+#include "transport/wire.h"
 
 namespace syncline {
 
@@ -70,42 +74,57 @@ class ShmEndpoint : public Endpoint {
   ShmStats shm_stats() const;
 
  private:
-  Status SendThroughSocket(PeerId peer, Message message, Deadline deadline);
+  // The messages sent to one peer through the inner transport, counted in
+  // the order they went on the wire: `mu` is held across the inner Send and
+  // the count (a ring message names the count it must wait for).
+  struct SocketLane {
+    Mutex mu;
+    uint64_t sent GUARDED_BY(mu) = 0;
+  };
+  // What Send needs to know about a peer: its outbox (null: not colocated,
+  // or no shared memory) and its socket lane (never null).
+  struct Route {
+    Outbox* box;
+    SocketLane* lane;
+  };
+  Route RouteFor(PeerId peer) EXCLUDES(mu_);
+  Status SendThroughSocket(PeerId peer, SocketLane& lane, Message message, Deadline deadline);
   // Posts `message` (its payload, if any, already placed in `box`) to the peer's ring.
-  Status PostThroughRing(PeerId peer, Outbox& box, Message message, Deadline deadline);
+  Status PostThroughRing(PeerId peer, Route route, Message message, Deadline deadline);
   static bool FitsTheRing(const Message& message);
   void OnSocketMessage(Message&& m);
   void DeliverFromSocket(Message&& m);
   // The mapped segment a socket message's ShmRef names (opening it, and
   // starting its poller, the first time), after checking the sender's pid.
-  Result<std::shared_ptr<PeerSegment>> SegmentFor(const Message& m);
+  Result<std::shared_ptr<PeerSegment>> SegmentFor(const Message& m) EXCLUDES(mu_);
   // Replaces m's ShmRef by payload Buffers that point into `segment`.
   Status AttachPayloads(Message& m, const std::shared_ptr<PeerSegment>& segment);
   // The poller thread of one sender's header ring.
   void Poll(std::shared_ptr<PeerSegment> segment, PeerId sender, int32_t pid);
   void HandleRingRecord(const std::string& record, const std::shared_ptr<PeerSegment>& segment, PeerId sender,
                         int32_t pid, const std::string& where);
-  void AwaitSocketMessages(PeerId sender, uint64_t count);
+  void AwaitSocketMessages(PeerId sender, uint64_t count) EXCLUDES(mu_);
   void Reject(const std::string& why);
-  Outbox* OutboxFor(PeerId peer);
+  void CountShm(uint64_t ShmStats::*counter) EXCLUDES(mu_);
 
   std::unique_ptr<Endpoint> inner_;
   const ShmOptions options_;
   Receiver receiver_;
-  mutable std::mutex mu_;
-  std::map<PeerId, int32_t> colocated_;                              // GUARDED_BY(mu_): peer -> pid
-  std::map<PeerId, std::unique_ptr<Outbox>> outboxes_;               // GUARDED_BY(mu_)
-  std::map<std::pair<int32_t, int32_t>, std::shared_ptr<PeerSegment>> mapped_;  // GUARDED_BY(mu_)
-  ShmStats shm_stats_;                                               // GUARDED_BY(mu_)
-  uint64_t rejected_ = 0;                                            // GUARDED_BY(mu_)
-  std::map<PeerId, uint64_t> socket_sent_;      // GUARDED_BY(mu_): messages through the inner transport
-  std::map<PeerId, uint64_t> socket_received_;  // GUARDED_BY(mu_): delivered from the inner transport
-  std::condition_variable socket_received_cv_;
-  std::map<PeerId, uint64_t> order_passed_;     // GUARDED_BY(mu_): socket counts already waited for
-  std::vector<std::thread> pollers_;            // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<PeerId, int32_t> colocated_ GUARDED_BY(mu_);  // peer -> pid
+  std::map<PeerId, std::unique_ptr<Outbox>> outboxes_ GUARDED_BY(mu_);
+  std::map<PeerId, std::unique_ptr<SocketLane>> lanes_ GUARDED_BY(mu_);  // never erased: Send holds pointers
+  std::map<std::pair<int32_t, int32_t>, std::shared_ptr<PeerSegment>> mapped_ GUARDED_BY(mu_);
+  ShmStats shm_stats_ GUARDED_BY(mu_);
+  std::map<PeerId, uint64_t> socket_received_ GUARDED_BY(mu_);  // delivered from the inner transport
+  CondVar socket_received_cv_;
+  std::map<PeerId, uint64_t> order_passed_ GUARDED_BY(mu_);  // socket counts already waited for
+  std::vector<std::thread> pollers_ GUARDED_BY(mu_);
   std::atomic<bool> closed_{false};
-  mutable std::mutex ring_stats_mu_;
-  EndpointStats ring_stats_;  // GUARDED_BY(ring_stats_mu_): traffic through the header rings
+  // What the inner transport does not count: messages through the header
+  // rings, payload bytes in segments whose header went through the socket,
+  // and shared-memory messages this endpoint rejected.
+  EndpointCounters own_;
 };
 
 }  // namespace syncline

@@ -39,9 +39,9 @@ void UcxEndpoint::DoConnect(const std::shared_ptr<PeerState>& peer, const Socket
   if (ucs_status_t st = ucp_ep_create(ucx_->worker(), &params, &c->ep); st != UCS_OK) {
     SYNCLINE_LOG_WARN("cannot connect to peer {} at {}: {}; messages to it are dropped", peer->id, peer->address,
                       StatusText(st));
-    std::lock_guard<std::mutex> lock(mu_);
-    peer->failed = true;
-    space_cv_.notify_all();
+    MutexLock lock(mu_);
+    FailedOf(*peer) = true;
+    space_cv_.NotifyAll();
     return;
   }
   Connection* added = c.get();
@@ -126,13 +126,13 @@ void UcxEndpoint::ConnectionFailed(Connection* c, ucs_status_t status) {
   }
   int lost = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = outgoing_.find(c->peer->id);
     if (it == outgoing_.end() || it->second != c) return;  // an old, replaced connection
-    c->peer->failed = true;
-    lost = c->peer->outstanding;
+    FailedOf(*c->peer) = true;
+    lost = OutstandingOf(*c->peer);
   }
-  space_cv_.notify_all();
+  space_cv_.NotifyAll();
   if (stopping_.load()) return;
   std::string hint = status == UCS_ERR_UNREACHABLE ? " (is it listening, and can UCX_TLS=" + ucx_->tls() +
                                                          " reach it? tcp is needed between hosts without RDMA)"
@@ -236,10 +236,10 @@ void UcxEndpoint::Complete(SendOp* op, ucs_status_t status) {
   if (status != UCS_OK && status != UCS_ERR_CANCELED)
     SYNCLINE_LOG_DEBUG("send to peer {} failed: {}", op->peer->id, StatusText(status));
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    --op->peer->outstanding;
+    MutexLock lock(mu_);
+    --OutstandingOf(*op->peer);
   }
-  space_cv_.notify_all();
+  space_cv_.NotifyAll();
   delete op;  // releases the payloads' owners
 }
 

@@ -56,7 +56,7 @@ ucp_err_handling_mode_t UcxEndpoint::ErrorMode() const {
 Result<std::string> UcxEndpoint::Listen(const std::string& address, Receiver receiver) {
   SYNCLINE_ASSIGN_OR_RETURN(UcxAddress where, ParseAddress(address));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return Aborted("endpoint closed");
     if (listening_) return FailedPrecondition("endpoint already listens at " + address_);
     listening_ = true;
@@ -89,7 +89,7 @@ Result<std::string> UcxEndpoint::Listen(const std::string& address, Receiver rec
     Command c;
     c.call = create;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (closed_) return Aborted("endpoint closed");
       commands_.push_back(std::move(c));
     }
@@ -99,7 +99,7 @@ Result<std::string> UcxEndpoint::Listen(const std::string& address, Receiver rec
   }
   Result<std::string> out = done.get();
   if (!out.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     listening_ = false;
   }
   return out;
@@ -112,7 +112,7 @@ Status UcxEndpoint::Connect(PeerId peer, const std::string& address) {
   state->address = address;
   bool was_empty;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return Aborted("endpoint closed");
     peers_[peer] = state;
     was_empty = commands_.empty();
@@ -142,20 +142,22 @@ Status UcxEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
 
   bool was_empty;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return Aborted("endpoint closed");
     auto it = peers_.find(peer);
     if (it == peers_.end()) return NotFound("no connection to peer " + std::to_string(peer));
     std::shared_ptr<PeerState> state = it->second;
-    auto has_room = [&] { return closed_ || state->failed || state->outstanding < options_.send_queue_messages; };
+    auto has_room = [&]() REQUIRES(mu_) {
+      return closed_ || FailedOf(*state) || OutstandingOf(*state) < options_.send_queue_messages;
+    };
     if (!has_room()) {
       // The progress thread cannot wait for itself to drain the queue.
-      if (OnProgressThread() || !space_cv_.wait_until(lock, deadline.at(), has_room))
+      if (OnProgressThread() || !space_cv_.WaitUntil(mu_, deadline, has_room))
         return DeadlineExceeded("send queue to peer " + std::to_string(peer) + " (" + state->address + ") is full");
       if (closed_) return Aborted("endpoint closed");
     }
-    if (state->failed) return Status::Ok();  // dropped: the break was logged when it happened
-    ++state->outstanding;
+    if (FailedOf(*state)) return Status::Ok();  // dropped: the break was logged when it happened
+    ++OutstandingOf(*state);
     op->peer = std::move(state);
     was_empty = commands_.empty();
     Command c;
@@ -163,26 +165,24 @@ Status UcxEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
     commands_.push_back(std::move(c));
   }
   if (was_empty && !OnProgressThread()) Wake();
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++stats_.messages_sent;
-  stats_.payload_bytes_sent += bytes;
+  counters_.Sent(bytes);
   return Status::Ok();
 }
 
 void UcxEndpoint::Close() {
   bool first = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     first = !closed_;
     closed_ = true;
   }
   if (first) {
-    space_cv_.notify_all();
+    space_cv_.NotifyAll();
     stopping_ = true;
     Wake();
   }
   if (OnProgressThread()) return;  // the thread winds down after the Receiver returns
-  std::lock_guard<std::mutex> closing(close_mu_);
+  MutexLock closing(close_mu_);
   if (thread_.joinable()) thread_.join();
   if (!ucx_) return;
   ucx_.reset();  // destroys the worker and context: no UCX callback runs after this
@@ -193,17 +193,14 @@ void UcxEndpoint::Close() {
   for (RecvOp* op : receiving_) delete op;
   receiving_.clear();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     commands_.clear();
   }
   if (wake_fd_ >= 0) close(wake_fd_);
   wake_fd_ = -1;
 }
 
-EndpointStats UcxEndpoint::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
-}
+EndpointStats UcxEndpoint::stats() const { return counters_.Get(); }
 
 void UcxEndpoint::Wake() {
   const uint64_t one = 1;
@@ -230,7 +227,7 @@ void UcxEndpoint::Run() {
 void UcxEndpoint::RunCommands() {
   std::deque<Command> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     batch.swap(commands_);
   }
   for (Command& c : batch) {
@@ -306,7 +303,10 @@ void UcxEndpoint::Shutdown() {
   delivering_ = false;  // Close promises no Receiver call after it returns
   RunCommands();
   const auto until = Clock::now() + Millis(options_.close_timeout_ms);
-  while ((!in_flight_.empty() || !setting_up_.empty()) && Clock::now() < until) Step(until);
+  // Rendezvous receives under way too: with UCX_TLS=sm, destroying the
+  // worker while one still waits on its CMA endpoint aborts inside UCX 1.13
+  // (uct_cma_ep_t_delete: arbiter group not empty).
+  while ((!in_flight_.empty() || !setting_up_.empty() || !receiving_.empty()) && Clock::now() < until) Step(until);
   // Without peer-failure handling UCX names endpoints by address: a peer still
   // finishing its side of a connection would reach one closed here while this
   // worker lives on (UCX 1.13 asserts, or uses freed memory). Destroying the

@@ -6,21 +6,21 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "transport/ucx/ucx_context.h"
 #include "transport/ucx/ucx_endpoint.h"
 #include "transport/ucx/ucx_frame.h"
+#include "transport/wire.h"
 
 namespace syncline::ucx {
 
@@ -30,8 +30,14 @@ class UcxEndpoint;
 struct PeerState {
   PeerId id = 0;
   std::string address;
-  int outstanding = 0;  // GUARDED_BY(UcxEndpoint::mu_): queued or in flight
-  bool failed = false;  // GUARDED_BY(UcxEndpoint::mu_): its connection broke
+
+ private:
+  // Guarded by the owning endpoint's mu_. The analysis cannot name another
+  // object's lock on a member, so they are reached only through UcxEndpoint's
+  // accessors, which REQUIRE it.
+  friend class UcxEndpoint;
+  int outstanding = 0;  // queued or in flight
+  bool failed = false;  // its connection broke
 };
 
 // One message on its way: everything UCX reads until it reports completion.
@@ -134,6 +140,8 @@ class UcxEndpoint : public Endpoint {
   void Retire(Connection* c);
   void ConnectionFailed(Connection* c, ucs_status_t status);
   ucp_err_handling_mode_t ErrorMode() const;
+  int& OutstandingOf(PeerState& peer) REQUIRES(mu_) { return peer.outstanding; }
+  bool& FailedOf(PeerState& peer) REQUIRES(mu_) { return peer.failed; }
 
   // Receipt (ucx_receive.cc).
   ucs_status_t Receive(const uint8_t* header, size_t header_length, void* data, size_t length,
@@ -153,16 +161,15 @@ class UcxEndpoint : public Endpoint {
   std::atomic<std::thread::id> progress_id_{};
   std::atomic<bool> stopping_{false};
 
-  std::mutex close_mu_;  // one Close at a time tears down
-  std::mutex mu_;
-  std::condition_variable space_cv_;  // a peer's outstanding count dropped
-  bool closed_ = false;                                  // GUARDED_BY(mu_)
-  bool listening_ = false;                               // GUARDED_BY(mu_)
-  std::map<PeerId, std::shared_ptr<PeerState>> peers_;  // GUARDED_BY(mu_)
-  std::deque<Command> commands_;                         // GUARDED_BY(mu_)
+  Mutex close_mu_;  // one Close at a time tears down
+  Mutex mu_;
+  CondVar space_cv_;  // a peer's outstanding count dropped
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool listening_ GUARDED_BY(mu_) = false;
+  std::map<PeerId, std::shared_ptr<PeerState>> peers_ GUARDED_BY(mu_);
+  std::deque<Command> commands_ GUARDED_BY(mu_);
 
-  mutable std::mutex stats_mu_;
-  EndpointStats stats_;  // GUARDED_BY(stats_mu_)
+  EndpointCounters counters_;
 
   // Progress thread only (and Close, after the thread has ended).
   ucp_listener_h listener_ = nullptr;

@@ -22,6 +22,9 @@ ucs_status_t UcxEndpoint::OnActiveMessage(void* arg, const void* header, size_t 
 ucs_status_t UcxEndpoint::Receive(const uint8_t* header, size_t header_length, void* data, size_t length,
                                   const ucp_am_recv_param_t* param) {
   // For rendezvous data, returning UCS_OK without receiving drops it.
+  // Closing: nothing more is delivered, and no new rendezvous receive may
+  // start (Shutdown waits for those under way before the worker goes).
+  if (!delivering_) return UCS_OK;
   if (length > static_cast<uint64_t>(options_.max_message_bytes)) {
     Reject(InvalidArgument("message of " + std::to_string(length) + " bytes exceeds the limit of " +
                            std::to_string(options_.max_message_bytes)));
@@ -112,11 +115,11 @@ void UcxEndpoint::Deliver(const uint8_t* header, size_t header_length, const Buf
   Result<Message> message = frames.ok() ? DecodeMessage(frames->header, frames->header_size,
                                                         std::move(frames->payloads))
                                         : Result<Message>(frames.status());
-  std::optional<Message> admitted = AdmitReceived(std::move(message), stats_mu_, stats_, Where());
+  std::optional<Message> admitted = AdmitReceived(std::move(message), counters_, Where());
   if (admitted && delivering_ && receiver_) receiver_(std::move(*admitted));
 }
 
-void UcxEndpoint::Reject(const Status& why) { (void)AdmitReceived(why, stats_mu_, stats_, Where()); }
+void UcxEndpoint::Reject(const Status& why) { (void)AdmitReceived(why, counters_, Where()); }
 
 std::string_view UcxEndpoint::Where() const { return address_.empty() ? std::string_view("ucx") : address_; }
 

@@ -1,13 +1,18 @@
 #include "transport/zmq/zmq_endpoint.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <map>
-#include <mutex>
-#include <shared_mutex>
 #include <thread>
 #include <zmq.hpp>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "transport/wire.h"
 
 namespace syncline {
@@ -20,6 +25,21 @@ std::string BindSpelling(const std::string& address) {
   if (address.rfind("tcp://", 0) == 0 && address.size() > 2 && address.compare(address.size() - 2, 2, ":0") == 0)
     return address.substr(0, address.size() - 1) + "*";
   return address;
+}
+
+// True if something accepts connections on the unix socket at `path` now.
+// (libzmq unlinks an ipc:// path before binding it, live listener or not.)
+bool SomeoneListensAt(const std::string& path) {
+  sockaddr_un su{};
+  su.sun_family = AF_UNIX;
+  if (path.empty() || path[0] == '@' || path == "*" || path.size() >= sizeof(su.sun_path)) return false;
+  std::memcpy(su.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  // A full backlog (EAGAIN) is a listener too; ECONNREFUSED is a stale file.
+  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&su), sizeof(su)) == 0 || errno == EAGAIN;
+  close(fd);
+  return live;
 }
 
 constexpr char kCurveMark[] = "|curve:";
@@ -62,6 +82,8 @@ class ZmqEndpoint : public Endpoint {
       return InvalidArgument("zmq address must start with tcp:// or ipc://: " + address);
     if (options_.curve && !curve_ok_)
       return Unavailable("cannot encrypt: this libzmq has no CURVE support, or the CURVE secret key is not 32 bytes");
+    if (address.rfind("ipc://", 0) == 0 && SomeoneListensAt(address.substr(6)))
+      return Unavailable("address " + address + " is already in use (another endpoint listens on it)");
     router_ = zmq::socket_t(context_, zmq::socket_type::router);
     router_.set(zmq::sockopt::linger, 0);
     if (options_.curve) {
@@ -69,7 +91,9 @@ class ZmqEndpoint : public Endpoint {
       router_.set(zmq::sockopt::curve_secretkey, curve_secret_);
     }
     router_.set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
-    router_.set(zmq::sockopt::rcvhwm, 0);
+    // A Receiver that does not keep up stops the reading of its peers'
+    // connections here, and so pushes back on their sends.
+    router_.set(zmq::sockopt::rcvhwm, std::max(options_.receive_queue_messages, 1));
     try {
       router_.bind(BindSpelling(address));
     } catch (const zmq::error_t& e) {
@@ -91,6 +115,7 @@ class ZmqEndpoint : public Endpoint {
     if (!options_.curve && !server_key.empty())
       return InvalidArgument("the peer at " + where + " encrypts its traffic: set SYNCLINE_ENCRYPT=1 on every node");
     auto p = std::make_shared<Peer>();
+    MutexLock setup(p->mu);  // not shared yet, but the socket is guarded all the same
     try {
       p->socket = zmq::socket_t(context_, zmq::socket_type::dealer);
       p->socket.set(zmq::sockopt::linger, 0);
@@ -105,7 +130,8 @@ class ZmqEndpoint : public Endpoint {
       return Unavailable("cannot connect to " + address + ": " + e.what());
     }
     p->address = address;
-    std::unique_lock<std::shared_mutex> lock(peers_mu_);
+    setup.Unlock();
+    MutexLock lock(peers_mu_);
     peers_[peer] = std::move(p);
     return Status::Ok();
   }
@@ -113,21 +139,22 @@ class ZmqEndpoint : public Endpoint {
   Status Send(PeerId peer, Message message, Deadline deadline) override {
     std::shared_ptr<Peer> p;
     {
-      std::shared_lock<std::shared_mutex> lock(peers_mu_);
+      MutexLock lock(peers_mu_);
       auto it = peers_.find(peer);
       if (it == peers_.end()) return NotFound("no connection to peer " + std::to_string(peer));
       p = it->second;
     }
     const std::string header = EncodeHeader(message.header);
     const uint64_t bytes = PayloadBytes(message);
-    std::lock_guard<std::mutex> lock(p->mu);
+    MutexLock lock(p->mu);
     if (closed_.load()) return Aborted("endpoint closed");
     try {
       const auto wait_ms = static_cast<int>(std::min<long long>(deadline.RemainingMs(), 1 << 30));
       p->socket.set(zmq::sockopt::sndtimeo, wait_ms);
       auto more = message.payloads.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore;
       if (!p->socket.send(zmq::buffer(header), more))
-        return DeadlineExceeded("send queue to peer " + std::to_string(peer) + " (" + p->address + ") is full");
+        return DeadlineExceeded("send queue to peer " + std::to_string(peer) + " (" + p->address +
+                                ") stayed full: the peer is not reading");
       for (size_t i = 0; i < message.payloads.size(); ++i) {
         const Buffer& b = message.payloads[i];
         auto flags = i + 1 < message.payloads.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
@@ -140,9 +167,7 @@ class ZmqEndpoint : public Endpoint {
     } catch (const zmq::error_t& e) {
       return Unavailable("send to peer " + std::to_string(peer) + " failed: " + e.what());
     }
-    std::lock_guard<std::mutex> stats_lock(stats_mu_);
-    ++stats_.messages_sent;
-    stats_.payload_bytes_sent += bytes;
+    counters_.Sent(bytes);
     return Status::Ok();
   }
 
@@ -150,9 +175,9 @@ class ZmqEndpoint : public Endpoint {
     if (closed_.exchange(true)) return;
     if (thread_.joinable()) thread_.join();
     {
-      std::unique_lock<std::shared_mutex> lock(peers_mu_);
+      MutexLock lock(peers_mu_);
       for (auto& [id, p] : peers_) {
-        std::lock_guard<std::mutex> peer_lock(p->mu);
+        MutexLock peer_lock(p->mu);
         p->socket.close();
       }
       peers_.clear();
@@ -161,16 +186,13 @@ class ZmqEndpoint : public Endpoint {
     context_.close();
   }
 
-  EndpointStats stats() const override {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    return stats_;
-  }
+  EndpointStats stats() const override { return counters_.Get(); }
 
  private:
   struct Peer {
-    std::mutex mu;  // a socket is used by one thread at a time
-    zmq::socket_t socket;
-    std::string address;
+    Mutex mu;  // a socket is used by one thread at a time
+    zmq::socket_t socket GUARDED_BY(mu);
+    std::string address;  // set before the Peer is shared
   };
 
   void Run() {
@@ -206,7 +228,7 @@ class ZmqEndpoint : public Endpoint {
       }
       message = DecodeMessage(frames[1].data(), frames[1].size(), std::move(payloads));
     }
-    auto admitted = AdmitReceived(std::move(message), stats_mu_, stats_, address_);
+    auto admitted = AdmitReceived(std::move(message), counters_, address_);
     if (admitted) receiver_(std::move(*admitted));
   }
 
@@ -219,10 +241,10 @@ class ZmqEndpoint : public Endpoint {
   Receiver receiver_;
   std::thread thread_;
   std::atomic<bool> closed_{false};
-  std::shared_mutex peers_mu_;
-  std::map<PeerId, std::shared_ptr<Peer>> peers_;  // GUARDED_BY(peers_mu_)
-  mutable std::mutex stats_mu_;
-  EndpointStats stats_;  // GUARDED_BY(stats_mu_)
+  // Held only to find a peer (Send copies its shared_ptr out) or to change the map.
+  Mutex peers_mu_;  // taken before a Peer::mu, never after
+  std::map<PeerId, std::shared_ptr<Peer>> peers_ GUARDED_BY(peers_mu_);
+  EndpointCounters counters_;
 };
 
 }  // namespace

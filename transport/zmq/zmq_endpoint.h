@@ -8,6 +8,9 @@
 // ZeroMQ's CURVE: the ROUTER is a CURVE server, and the address Listen
 // returns carries its public key ("tcp://host:port|curve:<Z85 key>"), which
 // a peer's Connect needs (transport/factory.h: WithCurveKey).
+//
+// Listen on an ipc:// path that a live endpoint listens on fails, as a tcp
+// port in use does; a socket file nobody accepts on is taken over.
 #pragma once
 
 #include <memory>
@@ -21,8 +24,14 @@ struct ZmqOptions {
   // ZeroMQ I/O threads per endpoint. One saturates loopback TCP on small
   // machines; more help on fast NICs with many peers.
   int io_threads = 1;
-  // Messages queued per peer before Send waits (up to its deadline).
+  // Messages queued per peer before Send waits (up to its deadline, then
+  // DeadlineExceeded). With receive_queue_messages and the kernel's socket
+  // buffers, what a peer that does not read can make this node hold.
   int send_queue_messages = 100000;
+  // Messages received from one peer and not yet handed to the Receiver
+  // before this node stops reading that peer's connection; its sends then
+  // queue on its side and, once that queue is full, wait (docs/decisions.md).
+  int receive_queue_messages = 1024;
   // Messages larger than this are refused by the receiving socket before
   // they are buffered (guards against garbage claiming huge frames).
   int64_t max_message_bytes = int64_t{1} << 34;

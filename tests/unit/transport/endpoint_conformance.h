@@ -33,7 +33,7 @@ struct Contract {
   bool shares_sender_memory = false;
   // Send to a peer whose Receiver is stuck eventually fails with
   // DeadlineExceeded (a bounded queue, with Tuning::small_queue). The design
-  // asks this of every backend; where it is false the case reports a finding.
+  // asks this of every backend (docs/decisions.md: back-pressure).
   bool pushes_back_when_stuck = true;
   // Send to an address nobody listens at eventually fails with
   // DeadlineExceeded (zmq queues for a peer that may come); otherwise its

@@ -88,10 +88,13 @@ class LoopbackBackend : public Backend {
     Contract c;
     c.receives_writable = false;
     c.shares_sender_memory = true;
-    c.pushes_back_when_stuck = false;  // an in-process queue without bound
     return c;
   }
-  std::unique_ptr<Endpoint> Make(const Tuning&) override { return net_.CreateEndpoint(); }
+  std::unique_ptr<Endpoint> Make(const Tuning& tuning) override {
+    LoopbackOptions options;
+    if (tuning.small_queue) options.inbox_messages = 16;
+    return net_.CreateEndpoint(options);
+  }
   std::string ListenSpec() override { return "loop://node-" + std::to_string(Counter()); }
   std::string AbsentAddress() override { return "loop://nobody"; }
 
@@ -145,16 +148,13 @@ class ZmqBackend : public Backend {
   }
   Contract contract() const override {
     Contract c;
-    // The ROUTER's receive queue is unbounded (rcvhwm 0): a stuck Receiver
-    // never pushes back on its senders.
-    c.pushes_back_when_stuck = false;
     c.queues_for_absent_peer = true;
     c.tcp_port = transport_ == "tcp";
     return c;
   }
   std::unique_ptr<Endpoint> Make(const Tuning& tuning) override {
     ZmqOptions options;
-    if (tuning.small_queue) options.send_queue_messages = 16;
+    if (tuning.small_queue) options.send_queue_messages = options.receive_queue_messages = 16;
     return CreateZmqEndpoint(options);
   }
   std::string ListenSpec() override { return transport_ == "tcp" ? "tcp://127.0.0.1:0" : FreshIpc(); }
@@ -204,8 +204,7 @@ class ShmBackend : public ZmqBackend {
   ShmBackend() : ZmqBackend("tcp") {}
   Contract contract() const override {
     Contract c = ZmqBackend::contract();
-    c.receives_writable = false;        // views of the sender's segment
-    c.pushes_back_when_stuck = true;    // the header ring fills up
+    c.receives_writable = false;  // views of the sender's segment
     return c;
   }
   std::unique_ptr<Endpoint> Make(const Tuning& tuning) override {

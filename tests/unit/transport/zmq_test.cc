@@ -5,8 +5,12 @@
 #include "transport/zmq/zmq_endpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "tests/unit/transport/collector.h"
@@ -61,6 +65,34 @@ TEST(ZmqEndpointTest, MessagesQueuedBeforeThePeerListensAreDelivered) {
   auto st = late->Listen(*address, in.receiver());
   if (!st.ok()) GTEST_SKIP() << "port was taken in between: " << st.status().ToString();
   EXPECT_TRUE(in.WaitFor(1, 5000));
+}
+
+TEST(ZmqEndpointTest, AStaleIpcSocketFileIsTakenOver) {
+  // A socket file whose process died: it exists, but nobody accepts on it.
+  const std::string path = "/tmp/syncline-zmq-test-stale-" + std::to_string(getpid()) + ".sock";
+  unlink(path.c_str());
+  sockaddr_un su{};
+  su.sun_family = AF_UNIX;
+  std::strncpy(su.sun_path, path.c_str(), sizeof(su.sun_path) - 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&su), sizeof(su)), 0) << strerror(errno);
+  close(fd);  // the file stays behind
+  ASSERT_EQ(access(path.c_str(), F_OK), 0);
+  Collector in;
+  auto e = CreateZmqEndpoint();
+  auto address = e->Listen("ipc://" + path, in.receiver());
+  ASSERT_TRUE(address.ok()) << address.status().ToString();
+  auto sender = CreateZmqEndpoint();
+  ASSERT_TRUE(sender->Connect(1, *address).ok());
+  ASSERT_TRUE(sender->Send(1, MakeMessage(proto::HEARTBEAT, 3), Soon()).ok());
+  EXPECT_TRUE(in.WaitFor(1, 5000));
+  // And while it listens, the path is in use.
+  auto second = CreateZmqEndpoint();
+  auto taken = second->Listen("ipc://" + path, [](Message&&) {});
+  EXPECT_EQ(taken.status().code(), StatusCode::kUnavailable);
+  sender->Close();
+  e->Close();
+  unlink(path.c_str());
 }
 
 }  // namespace
