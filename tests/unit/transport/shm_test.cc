@@ -119,7 +119,9 @@ TEST_F(ShmEndpointTest, HeadersMoveToTheRingWithoutReorderingAnything) {
   for (uint64_t n = 0; n < kMessages; ++n) {
     ASSERT_TRUE(a_->Send(2, Numbered(n, size_of(n)), Deadline::AfterMs(5000)).ok()) << n;
     // b maps a's segment on receiving message 0 (and then sleeps in its Receiver).
-    if (n == 1) ASSERT_TRUE(testing::Eventually([&] { return b_->shm_stats().messages_received > 0; }));
+    if (n == 1) {
+      ASSERT_TRUE(testing::Eventually([&] { return b_->shm_stats().messages_received > 0; }));
+    }
   }
   ASSERT_TRUE(b_in_.WaitFor(kMessages));
   std::vector<Message> got = b_in_.TakeAll();
