@@ -6,6 +6,7 @@ through its HTTP API. The synthetic workers push a known number of bytes, so the
 round counters are checked exactly.
 """
 import json
+import random
 import shutil
 import socket
 import subprocess
@@ -25,11 +26,14 @@ BYTES_PER_ROUND = 262144 * 4 + 1000 * 4
 
 
 def consecutive_free_ports(count):
-    """A base port whose next `count` ports could all be bound a moment ago."""
+    """A base port whose next `count` ports could all be bound a moment ago, below the kernel's
+    ephemeral range: there, the job's own outgoing connections could take one of them meanwhile."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
     for _ in range(50):
-        base = free_port()
-        if base + count > 65535:
-            continue
+        base = random.randrange(10000, max(10001, low - count))
         socks = []
         try:
             for port in range(base, base + count):
