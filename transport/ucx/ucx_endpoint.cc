@@ -193,11 +193,12 @@ void UcxEndpoint::Close() {
   for (RecvOp* op : receiving_) delete op;
   receiving_.clear();
   {
+    // Under mu_: a Send that queued just before Close may still be about to Wake.
     std::lock_guard<std::mutex> lock(mu_);
     commands_.clear();
+    if (wake_fd_ >= 0) close(wake_fd_);
+    wake_fd_ = -1;
   }
-  if (wake_fd_ >= 0) close(wake_fd_);
-  wake_fd_ = -1;
 }
 
 EndpointStats UcxEndpoint::stats() const {
@@ -206,6 +207,11 @@ EndpointStats UcxEndpoint::stats() const {
 }
 
 void UcxEndpoint::Wake() {
+  // Callers wake after queueing, outside mu_, so Close may have torn down in
+  // between: the descriptor is read under mu_, as Close closes it, or a late
+  // wake would write to a closed (or by then reused) descriptor.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (wake_fd_ < 0) return;
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
 }
