@@ -193,16 +193,22 @@ void UcxEndpoint::Close() {
   for (RecvOp* op : receiving_) delete op;
   receiving_.clear();
   {
+    // Under mu_: a Send that queued just before Close may still be about to Wake.
     MutexLock lock(mu_);
     commands_.clear();
+    if (wake_fd_ >= 0) close(wake_fd_);
+    wake_fd_ = -1;
   }
-  if (wake_fd_ >= 0) close(wake_fd_);
-  wake_fd_ = -1;
 }
 
 EndpointStats UcxEndpoint::stats() const { return counters_.Get(); }
 
 void UcxEndpoint::Wake() {
+  // Callers wake after queueing, outside mu_, so Close may have torn down in
+  // between: the descriptor is read under mu_, as Close closes it, or a late
+  // wake would write to a closed (or by then reused) descriptor.
+  MutexLock lock(mu_);
+  if (wake_fd_ < 0) return;
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
 }

@@ -121,7 +121,7 @@ class UcxEndpoint : public Endpoint {
 
  private:
   bool OnProgressThread() const { return std::this_thread::get_id() == progress_id_.load(); }
-  void Wake();
+  void Wake() EXCLUDES(mu_);
   void Run();
   void RunCommands();
   bool Progress();
@@ -154,7 +154,7 @@ class UcxEndpoint : public Endpoint {
   const UcxOptions options_;
   std::unique_ptr<Context> ucx_;  // reset by Close
   const size_t max_am_header_;
-  int wake_fd_ = -1;
+  int wake_fd_ = -1;  // set before the progress thread starts; closed (under mu_) after it ends
   BufferPool pool_;
   Receiver receiver_;  // set by Listen before the listener exists
   std::thread thread_;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,6 +138,15 @@ class InProcessJob {
     return result;
   }
 
+  // Keeps `memory` (a tensor whose push_pull Wait gave up on) alive until the
+  // job is destroyed, after its workers: until then the transport may still
+  // write it (Operation::Wait). Any thread.
+  template <typename T>
+  void KeepUntilDestroyed(T&& memory) {
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    kept_.push_back(std::make_shared<std::decay_t<T>>(std::forward<T>(memory)));
+  }
+
   // Destroys worker `rank` without Shutdown, as a failing training process would.
   void DestroyWorker(int rank) { workers_[rank].reset(); }
 
@@ -159,6 +169,8 @@ class InProcessJob {
   }
 
   Options options_;
+  std::mutex kept_mu_;
+  std::vector<std::shared_ptr<void>> kept_;  // before workers_: freed after them
   LoopbackNetwork network_;
   std::string scheduler_address_;
   std::unique_ptr<Scheduler> scheduler_;

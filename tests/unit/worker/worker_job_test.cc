@@ -45,6 +45,16 @@ std::vector<uint8_t> ExpectedSum(DType t, size_t n, int workers, uint64_t round)
   return out;
 }
 
+// Waits for a push_pull. When it did not end in time, the transport may
+// still write the tensors until the worker is destroyed: they go to the job,
+// which frees them after its workers, so a slow run fails its expectation
+// instead of having a late reply write freed memory.
+template <typename... Tensors>
+Status WaitKeepingTensors(InProcessJob& job, const OpHandle& h, Tensors&... tensors) {
+  Status st = h.Wait(Deadline::AfterMs(20000));
+  if (!st.ok()) (job.KeepUntilDestroyed(std::move(tensors)), ...);
+  return st;
+}
 
 // The parameter names a transport, with "+shm" for payloads through shared memory.
 class WorkerJobTest : public ::testing::TestWithParam<std::string> {
@@ -88,7 +98,7 @@ void ExpectExactSums(const InProcessJob::Options& o, const std::string& param) {
         handles.push_back(h);
       }
       for (size_t t = 0; t < specs.size(); ++t) {
-        SYNCLINE_RETURN_IF_ERROR(handles[t].Wait(Deadline::AfterMs(20000)));
+        SYNCLINE_RETURN_IF_ERROR(WaitKeepingTensors(job, handles[t], data));
         if (data[t] != ExpectedSum(specs[t].dtype, specs[t].n, job.num_workers(), round))
           return Internal("wrong sum for " + specs[t].name + " in round " + std::to_string(round));
       }
@@ -166,7 +176,7 @@ TEST_P(WorkerJobTest, SeparateOutputGetsTheSumAndTheInputIsLeftAlone) {
         PushPullOptions options;
         options.output = output.data();
         SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, input.data(), std::move(options)));
-        SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(20000)));
+        SYNCLINE_RETURN_IF_ERROR(WaitKeepingTensors(job, h, input, output));
         if (input != pushed) return Internal("the input was written to");
         if (output != ExpectedSum(DType::kFloat64, kN, workers, round)) return Internal("wrong sum in the output");
       }
@@ -362,8 +372,8 @@ TEST(WorkerRepartition, ASwitchMidJobKeepsSumsExact) {
         for (TensorId id : w.TensorIds()) SYNCLINE_RETURN_IF_ERROR(w.Repartition(id, it->second));
       }
       SYNCLINE_ASSIGN_OR_RETURN(OpHandle hb, w.PushPull(b, db.data(), false));
-      SYNCLINE_RETURN_IF_ERROR(ha.Wait(Deadline::AfterMs(20000)));
-      SYNCLINE_RETURN_IF_ERROR(hb.Wait(Deadline::AfterMs(20000)));
+      SYNCLINE_RETURN_IF_ERROR(WaitKeepingTensors(job, ha, da, db));
+      SYNCLINE_RETURN_IF_ERROR(WaitKeepingTensors(job, hb, da, db));
       if (da != ExpectedSum(DType::kFloat32, 5000, 3, round) || db != ExpectedSum(DType::kFloat16, 4099, 3, round))
         return Internal("wrong sum in round " + std::to_string(round));
     }
