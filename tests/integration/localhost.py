@@ -6,25 +6,29 @@ import random
 import socket
 
 
-def free_port():
-    """A port of 127.0.0.1 nobody listens on, below the kernel's ephemeral range: a port from that
-    range may be taken by an outgoing connection (the job's own) before the test's process binds it."""
+def free_port(count=1):
+    """A port of 127.0.0.1 nobody listens on, and the `count` - 1 after it, below the kernel's
+    ephemeral range: a port from that range may be taken by an outgoing connection (the job's own)
+    before the test's process binds it."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             low = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768
     for _ in range(100):
-        port = random.randrange(10000, max(10001, low))
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        base = random.randrange(10000, max(10001, low - count))
+        socks = []
+        try:
+            for port in range(base, base + count):
+                socks.append(socket.socket())
+                socks[-1].bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {count} free consecutive ports below {low}")
 
 
 def clean_env(**extra):

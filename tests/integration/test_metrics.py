@@ -6,9 +6,7 @@ through its HTTP API. The synthetic workers push a known number of bytes, so the
 round counters are checked exactly.
 """
 import json
-import random
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -23,30 +21,6 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 WORKERS, SERVERS, ROUNDS = 2, 2, 20
 TENSORS = "fp32:262144,fp32:1000"  # 1 MiB (one chunk) and 4000 bytes (one chunk)
 BYTES_PER_ROUND = 262144 * 4 + 1000 * 4
-
-
-def consecutive_free_ports(count):
-    """A base port whose next `count` ports could all be bound a moment ago, below the kernel's
-    ephemeral range: there, the job's own outgoing connections could take one of them meanwhile."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(50):
-        base = random.randrange(10000, max(10001, low - count))
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    pytest.fail("no run of free ports found")
 
 
 def http_get(url, timeout=5):
@@ -70,7 +44,7 @@ def by_instance(result):
 def prometheus(tmp_path):
     if not Path(PROMETHEUS).exists():
         pytest.skip("Debian's prometheus is not installed (scripts/install-deps installs it)")
-    base = consecutive_free_ports(1 + SERVERS + WORKERS)
+    base = free_port(1 + SERVERS + WORKERS)
     targets = [f"127.0.0.1:{p}" for p in range(base, base + 1 + SERVERS + WORKERS)]
     config = tmp_path / "prometheus.yml"
     config.write_text(
