@@ -40,18 +40,22 @@ TEST(Mutex, MutexLockExcludesOtherThreads) {
   EXPECT_EQ(c.Get(), 40000);
 }
 
-TEST(Mutex, TryLockFailsWhileHeldElsewhere) {
-  Mutex mu;
-  MutexLock lock(mu);
-  bool got = true;
+// Whether another thread finds `mu` taken (its TryLock fails).
+bool HeldElsewhere(Mutex& mu) {
+  bool got = false;
   std::thread([&] {
-    got = false;
     if (mu.TryLock()) {
       got = true;
       mu.Unlock();
     }
   }).join();
-  EXPECT_FALSE(got);
+  return !got;
+}
+
+TEST(Mutex, TryLockFailsWhileHeldElsewhere) {
+  Mutex mu;
+  MutexLock lock(mu);
+  EXPECT_TRUE(HeldElsewhere(mu));
   lock.Unlock();
   if (mu.TryLock()) {
     mu.Unlock();
@@ -66,15 +70,7 @@ TEST(Mutex, MutexLockUnlocksEarlyAndRelocks) {
   lock.Unlock();
   std::thread([&] { MutexLock other(mu); }).join();  // would deadlock if still held
   lock.Lock();
-  bool got = true;
-  std::thread([&] {
-    got = false;
-    if (mu.TryLock()) {
-      got = true;
-      mu.Unlock();
-    }
-  }).join();
-  EXPECT_FALSE(got);
+  EXPECT_TRUE(HeldElsewhere(mu));
 }
 
 TEST(CondVar, WaitUntilReturnsFalseAtTheDeadline) {
