@@ -6,6 +6,17 @@
 #include "worker/worker.h"
 
 namespace syncline {
+namespace {
+
+// How many push_pulls a tensor started, under every partition size it used.
+template <typename Tensor>
+uint64_t PushPullsStarted(const Tensor& t) {
+  uint64_t n = 0;
+  for (const auto& [partition, placement] : t.by_partition) n += placement.rounds;
+  return n;
+}
+
+}  // namespace
 
 StallWatch::Sample Worker::StallSample() const {
   StallWatch::Sample s;
@@ -19,8 +30,7 @@ StallWatch::Sample Worker::StallSample() const {
       s.oldest_tensor = op->tensor_name();
     }
   }
-  for (const Tensor& t : tensors_)
-    for (const auto& [partition, placement] : t.by_partition) s.push_pulls_started += placement.rounds;
+  for (const Tensor& t : tensors_) s.push_pulls_started += PushPullsStarted(t);
   return s;
 }
 
@@ -34,11 +44,9 @@ void Worker::ReportStall(const StallWatch::Report& report) {
     MutexLock lock(mu_);
     for (const Tensor& t : tensors_) {
       if (t.name.empty()) continue;
-      uint64_t calls = 0;
-      for (const auto& [partition, placement] : t.by_partition) calls += placement.rounds;
       proto::TensorCalls* c = note->add_calls();
       c->set_tensor(t.name);
-      c->set_push_pulls(calls);
+      c->set_push_pulls(PushPullsStarted(t));
     }
     SYNCLINE_LOG_WARN("worker {}: no push_pull has ended for {} s; the oldest in flight is of tensor '{}'", rank(),
                       report.waited.count() / 1000, report.waiting_for);
