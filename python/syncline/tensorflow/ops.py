@@ -33,6 +33,8 @@ def native_op():
     """The module of the compiled SynclinePushPull op, or None: not built (no compiler, or the
     package was installed without TensorFlow), built against another TensorFlow, or turned off
     with SYNCLINE_TF_OP=0. Says once why it is not used."""
+    if _op_state:  # every push_pull asks: no lock once decided
+        return _op_state[0]
     with _op_lock:
         if not _op_state:
             _op_state.append(_load_native_op())
@@ -126,12 +128,10 @@ def _push_pull_native(op, session, tensor, name, average, priority):
     """One push_pull through the compiled op (declaring the tensor first: at tracing time inside
     tf.function). Eagerly, its failure is a SynclineError, as on the other path."""
     tensor_id = session.tensor_id(name, _DTYPE_CODES[tensor.dtype], tensor.shape.as_list())
-    api = session.worker.kernel_api()
-    if not tf.executing_eagerly():
-        return op.syncline_push_pull(tensor, api=api, tensor_id=tensor_id, average=average, priority=priority)
     try:
-        return op.syncline_push_pull(tensor, api=api, tensor_id=tensor_id, average=average, priority=priority)
-    except tf.errors.OpError as e:
+        return op.syncline_push_pull(tensor, api=session.worker.kernel_api(), tensor_id=tensor_id,
+                                     average=average, priority=priority)
+    except tf.errors.OpError as e:  # raised only eagerly: in a graph the op fails when it runs
         raise SynclineError(e.message) from None
 
 
