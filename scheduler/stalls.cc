@@ -26,9 +26,6 @@ std::string Workers(const std::vector<int>& ranks) {
   return out;
 }
 
-// Per tensor: the push_pull counts of the stalled workers, with who made each.
-using CallCounts = std::map<std::string, std::map<uint64_t, std::vector<int>>>;
-
 }  // namespace
 
 void Scheduler::OnWorkerStalled(const Message& m) {
@@ -61,21 +58,18 @@ bool Scheduler::AtBarrier(int32_t id) const {
 }
 
 void Scheduler::CheckStalledJob() {
-  std::map<int, int32_t> stalled_by_rank;  // rank -> node id
-  std::vector<int> stalled, at_barrier, busy;
-  std::vector<int32_t> stalled_ids;
+  std::map<int, int32_t> stalled;  // rank -> node id, in rank order
+  std::vector<int> at_barrier, busy;
   for (const auto& [id, n] : nodes_) {
     if (n.info.role() != proto::WORKER || n.finished) continue;
     if (stalled_.count(id))
-      stalled_by_rank[n.info.rank()] = id;
+      stalled[n.info.rank()] = id;
     else
       (AtBarrier(id) ? at_barrier : busy).push_back(n.info.rank());
   }
-  if (stalled_by_rank.empty()) return;
-  for (const auto& [rank, id] : stalled_by_rank) {
-    stalled.push_back(rank);
-    stalled_ids.push_back(id);
-  }
+  if (stalled.empty()) return;
+  std::vector<int> stalled_ranks;
+  for (const auto& [rank, id] : stalled) stalled_ranks.push_back(rank);
   std::sort(at_barrier.begin(), at_barrier.end());
   std::sort(busy.begin(), busy.end());
   const int ms = settings_.stall_timeout_ms;
@@ -85,50 +79,48 @@ void Scheduler::CheckStalledJob() {
     SYNCLINE_LOG_WARN_LIMITED("{} {} push_pulls in flight none of which ended for {} (tensor '{}'); {} {} not "
                               "waiting for any: if {} never make{} the push_pulls the others wait for, the job waits "
                               "until the request timeout (SYNCLINE_REQUEST_TIMEOUT_MS)",
-                              Workers(stalled), stalled.size() == 1 ? "has" : "have", waited,
-                              stalled_[stalled_ids.front()].waiting_for(), Workers(busy), one ? "is" : "are",
+                              Workers(stalled_ranks), stalled.size() == 1 ? "has" : "have", waited,
+                              stalled_[stalled.begin()->second].waiting_for(), Workers(busy), one ? "is" : "are",
                               one ? "it" : "they", one ? "s" : "");
     return;
   }
-  CallCounts counts;
-  for (size_t i = 0; i < stalled_ids.size(); ++i)
-    for (const proto::TensorCalls& c : stalled_[stalled_ids[i]].calls()) counts[c.tensor()][c.push_pulls()].push_back(stalled[i]);
+  // Per tensor, each stalled worker's push_pull count (a tensor it never named: 0).
+  std::map<std::string, std::map<int, uint64_t>> calls;  // tensor -> rank -> count
+  for (const auto& [rank, id] : stalled)
+    for (const proto::TensorCalls& c : stalled_[id].calls()) calls[c.tensor()][rank] = c.push_pulls();
   std::string differ;
   int32_t culprit = -1;
   int shown = 0;
-  for (auto& [tensor, by_count] : counts) {
-    // A stalled worker that never push_pulled the tensor made 0 calls of it.
-    std::vector<int> listed;
-    for (const auto& [n, ranks] : by_count) listed.insert(listed.end(), ranks.begin(), ranks.end());
-    for (int r : stalled)
-      if (std::find(listed.begin(), listed.end(), r) == listed.end()) by_count[0].push_back(r);
+  for (const auto& [tensor, by_rank] : calls) {
+    std::map<uint64_t, std::vector<int>> by_count;  // count -> ranks, both ascending
+    for (const auto& [rank, id] : stalled) {
+      auto it = by_rank.find(rank);
+      by_count[it == by_rank.end() ? 0 : it->second].push_back(rank);
+    }
     if (by_count.size() < 2) continue;
     if (shown++ == 3) {
       differ += "; ...";
       break;
     }
     differ += std::string(differ.empty() ? "" : "; ") + "tensor '" + tensor + "':";
-    for (auto& [n, ranks] : by_count) {
-      std::sort(ranks.begin(), ranks.end());
+    for (const auto& [n, ranks] : by_count) {
       differ += " " + std::to_string(n) + " by " + Workers(ranks) + ",";
       // The one worker apart from all the others is the likely culprit.
-      if (culprit < 0 && shown == 1 && ranks.size() == 1 && stalled.size() > 2)
-        for (size_t i = 0; i < stalled.size(); ++i)
-          if (stalled[i] == ranks[0]) culprit = stalled_ids[i];
+      if (culprit < 0 && shown == 1 && ranks.size() == 1 && stalled.size() > 2) culprit = stalled.at(ranks[0]);
     }
     differ.pop_back();
   }
-  std::string reason = "every worker waits for the others: no push_pull of " + Workers(stalled) + " has ended for " +
-                       waited + " (SYNCLINE_STALL_TIMEOUT_MS)";
+  std::string reason = "every worker waits for the others: no push_pull of " + Workers(stalled_ranks) +
+                       " has ended for " + waited + " (SYNCLINE_STALL_TIMEOUT_MS)";
   if (!at_barrier.empty()) reason += ", and " + Workers(at_barrier) + " wait" + (at_barrier.size() == 1 ? "s" : "") + " at a barrier";
   if (!differ.empty()) {
     reason += ". They did not make the same push_pull calls (push_pulls per tensor: " + differ +
               "): every worker must make the same push_pull calls (the same tensors, as many times)";
   } else {
     reason += ", although they made the same push_pull calls (each waits for tensor";
-    for (size_t i = 0; i < stalled_ids.size(); ++i)
-      reason += std::string(i ? ", " : " ") + "'" + stalled_[stalled_ids[i]].waiting_for() + "' (worker " +
-                std::to_string(stalled[i]) + ")";
+    for (const auto& [rank, id] : stalled)
+      reason += std::string(rank == stalled.begin()->first ? " " : ", ") + "'" + stalled_[id].waiting_for() +
+                "' (worker " + std::to_string(rank) + ")";
     reason += "): a server may be stuck; see its log";
   }
   AbortJob(reason, culprit);
