@@ -341,7 +341,12 @@ void SchedulerClient::MarkAborted(const std::string& reason) {
 }
 
 Status SchedulerClient::Send(Message m) {
-  return endpoint_->Send(kSchedulerPeer, std::move(m), Deadline::After(kSendDeadline));
+  Status st = endpoint_->Send(kSchedulerPeer, std::move(m), Deadline::After(kSendDeadline));
+  if (st.ok()) return st;
+  // An abort closes the endpoint; a send that lost that race reports the
+  // abort's reason, not "endpoint closed".
+  Status cause = health();
+  return cause.ok() ? st : cause;
 }
 
 Status SchedulerClient::WaitLocked(Deadline deadline, const std::string& what, const std::function<bool()>& ready) {
