@@ -44,24 +44,26 @@ def main():
                         "the same where the op was not built (dlpack, tf.numpy_function); torch")
     p.add_argument("--sizes", default=f"{MIB},{4 * MIB},{16 * MIB}")
     p.add_argument("--seconds", type=float, default=2.0, help="per size and job")
+    p.add_argument("--in-flight", type=int, default=1,
+                   help="tensors per call, all started before any is waited for (a gradient list)")
     p.add_argument("--build", default=str(ROOT / "build"))
     a = p.parse_args()
     apis = [x for x in a.apis.split(",") if x]
     sizes = [int(s) for s in a.sizes.split(",")]
-    cpp = [str(Path(a.build) / "bin" / "syncline-bench-worker"), "--sizes", a.sizes, "--seconds", str(a.seconds)]
+    common = ["--sizes", a.sizes, "--seconds", str(a.seconds), "--in-flight", str(a.in_flight)]
+    cpp = [str(Path(a.build) / "bin" / "syncline-bench-worker"), *common]
     samples = {name: {s: [] for s in sizes} for name in ["C++", "C++ out", *apis]}
     for run in range(1, a.runs + 1):
         for name in samples:
             api, numpy_path = name.removesuffix("-numpy"), name.endswith("-numpy")
             argv = cpp if name == "C++" else [*cpp, "--separate-output"] if name == "C++ out" else [
-                sys.executable, str(HERE / "shim_worker.py"), "--api", api, "--sizes", a.sizes, "--seconds",
-                str(a.seconds)]
+                sys.executable, str(HERE / "shim_worker.py"), "--api", api, *common]
             got = job(argv, {"SYNCLINE_TF_OP": "0"} if numpy_path else None)
             for s in sizes:
                 samples[name][s].append(got[s])
             print(f"  [run {run}/{a.runs}] {name:14s} " + "  ".join(f"{s // MIB:3d} MiB {got[s]:7.0f} MB/s"
                                                                   for s in sizes), flush=True)
-    print(f"\nloopback, 2 workers + 1 server, one float32 tensor per push_pull; medians of {a.runs} runs "
+    print(f"\nloopback, 2 workers + 1 server, {a.in_flight} float32 tensor(s) per call; medians of {a.runs} runs "
           "(goodput: 2 x bytes / time, MB/s; ratio: / C++)")
     apis = ["C++ out", *apis]
     print(f"  {'size':>7s} {'C++':>8s} " + " ".join(f"{n:>14s} {'ratio':>6s}" for n in apis))

@@ -5,10 +5,13 @@
   --api torch     syncline.torch.push_pull_inplace of a torch tensor
   --api capi      no framework: numpy arrays through libsyncline's C API (ctypes)
 
-For each size it push_pulls one float32 tensor of that size, waits, checks the
-sum, repeatedly; rank 0's clock decides (by broadcast) when every worker stops.
-Prints a JSON line per size in syncline-bench-worker's units: goodput counts
-the tensor's bytes once each way, 2 * bytes / median iteration time.
+For each size it push_pulls --in-flight float32 tensors of that size (one: the
+single-tensor call above; more: all started before any is waited for, as a
+gradient tape's list is: push_pull_list for tf, push_pull_async_inplace for
+torch), waits, checks the sums, repeatedly; rank 0's clock decides (by
+broadcast) when every worker stops. Prints a JSON line per size in
+syncline-bench-worker's units: goodput counts every tensor's bytes once each
+way, 2 * bytes * in_flight / median iteration time.
 """
 import argparse
 import json
@@ -24,18 +27,21 @@ def tf_api(graph):
     import tensorflow as tf
 
     import syncline.tensorflow as bps
+    from syncline.tensorflow.ops import push_pull_list
 
     # One thread each, as for the C++ worker: idle framework threads spin-wait
     # on the cores the server and the other workers need.
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
-    def call(x, name):
-        return bps.push_pull(x, average=False, name=name)
+    def call(xs, names):
+        if len(xs) == 1:
+            return [bps.push_pull(xs[0], average=False, name=names[0])]
+        return push_pull_list(xs, names, average=False)
 
     if graph:
         call = tf.function(call)
-    return bps, lambda n: tf.ones(n), call, lambda t: _ends(np.asarray(t))
+    return bps, lambda n: tf.ones(n), call, lambda t: _ends(np.asarray(t)), None
 
 
 def torch_api():
@@ -45,26 +51,36 @@ def torch_api():
 
     torch.set_num_threads(1)
 
-    def call(x, name):
-        x.fill_(1.0)  # the C++ loop refills its buffer too
-        return bps.push_pull_inplace(x, average=False, name=name)
+    def call(xs, names):
+        if len(xs) == 1:
+            return [bps.push_pull_inplace(xs[0], average=False, name=names[0])]
+        handles = [bps.push_pull_async_inplace(x, average=False, name=n) for x, n in zip(xs, names)]
+        return [bps.synchronize(h) for h in handles]
 
-    return bps, lambda n: torch.ones(n), call, lambda t: _ends(t.numpy())
+    def refill(xs):  # the sums landed in place; as the C++ loop does, untimed
+        for x in xs:
+            x.fill_(1.0)
+
+    return bps, lambda n: torch.ones(n), call, lambda t: _ends(t.numpy()), refill
 
 
 def capi_api():
-    """No framework: a numpy array through libsyncline's C API (ctypes), summed into a second
+    """No framework: numpy arrays through libsyncline's C API (ctypes), each summed into a second
     array, as the TensorFlow op does. The floor under any Python shim's cost."""
     from syncline import _session
 
-    def call(x, name):
+    def call(xs, names):
         session = _session.current()
-        out = np.empty_like(x)
-        tensor_id = session.tensor_id(name, _session.array_dtype(x), x.shape)
-        session.worker.push_pull_async(tensor_id, x.ctypes.data, False, 0, out.ctypes.data).wait()
-        return out
+        outs, ops = [], []
+        for x, name in zip(xs, names):
+            outs.append(np.empty_like(x))
+            tensor_id = session.tensor_id(name, _session.array_dtype(x), x.shape)
+            ops.append(session.worker.push_pull_async(tensor_id, x.ctypes.data, False, 0, outs[-1].ctypes.data))
+        for op in ops:
+            op.wait()
+        return outs
 
-    return _session, lambda n: np.ones(n, dtype=np.float32), call, _ends
+    return _session, lambda n: np.ones(n, dtype=np.float32), call, _ends, None
 
 
 def _ends(array):
@@ -87,32 +103,37 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--api", choices=["tf", "tf-graph", "torch", "capi"], required=True)
     p.add_argument("--sizes", default="1048576,4194304,16777216")
+    p.add_argument("--in-flight", type=int, default=1)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--min-iterations", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     a = p.parse_args()
     apis = {"tf": lambda: tf_api(False), "tf-graph": lambda: tf_api(True), "torch": torch_api, "capi": capi_api}
-    bps, make, call, ends = apis[a.api]()
+    bps, make, call, ends, refill = apis[a.api]()
     bps.init()
     rank, workers = bps.rank(), bps.size()
     for size in (int(s) for s in a.sizes.split(",")):
-        x = make(size // 4)
-        name = f"bench.{a.api}.{size}"
+        xs = [make(size // 4) for _ in range(a.in_flight)]
+        names = [f"bench.{a.api}.{size}.{t}" for t in range(a.in_flight)]
         times, begin = [], time.perf_counter()
         for it in range(10**9):
             start = time.perf_counter()
-            out = call(x, name)
+            outs = call(xs, names)
             seconds = time.perf_counter() - start
-            if ends(out) != (workers, workers):
-                raise SystemExit(f"wrong sum at {size} bytes: {ends(out)}")
+            for out in outs:
+                if ends(out) != (workers, workers):
+                    raise SystemExit(f"wrong sum at {size} bytes: {ends(out)}")
+            if refill:
+                refill(xs)
             if it >= a.warmup:
                 times.append(seconds)
             go = rank == 0 and (len(times) < a.min_iterations or time.perf_counter() - begin < a.seconds)
             if go_flag(1.0 if go else 0.0) == 0.0:
                 break
         median = sorted(times)[len(times) // 2]
-        print(json.dumps({"api": a.api, "rank": rank, "workers": workers, "bytes": size, "iterations": len(times),
-                          "median_s": median, "goodput_MBps": 2 * size / median / 1e6}), flush=True)
+        print(json.dumps({"api": a.api, "rank": rank, "workers": workers, "bytes": size, "in_flight": a.in_flight,
+                          "iterations": len(times), "median_s": median,
+                          "goodput_MBps": 2 * size * a.in_flight / median / 1e6}), flush=True)
     bps.shutdown()
 
 
