@@ -2,13 +2,15 @@
 """Shim-overhead benchmark: the goodput of one push_pull through the Python shims against the same
 push_pull from C++ (syncline-bench-worker), same sizes, same local job shape, in one run.
 
-  .venv/bin/python bench/tensorflow/shim_overhead.py [--runs 5] [--apis tf,tf-graph,torch]
+  .venv/bin/python bench/tensorflow/shim_overhead.py [--runs 5] [--apis tf,tf-graph,torch] [--in-flight 8]
 
 Each run starts one job per API (2 workers, 1 server on this host), the C++
 reference first (and C++ summing into a second buffer, as the TensorFlow shim
-must: its tensors are immutable); runs are interleaved and medians reported,
-with the ratio shim / C++ in place (issue target: >= 0.9 for tf at >= 1 MiB). Run it with the Python of
-the shims' environment (.venv/bin/python, made by scripts/build).
+must: its tensors are immutable); with --in-flight N, N tensors per call, all
+started before any is waited for (a gradient list), on both sides. Runs are
+interleaved and medians reported, with the ratio shim / C++ in place (issue
+target: >= 0.9 for tf at >= 1 MiB). Run it with the Python of the shims'
+environment (.venv/bin/python, made by scripts/build).
 """
 import argparse
 import statistics
