@@ -112,6 +112,30 @@ TEST_F(SchedulerTest, AbortWhileJoiningReachesTheScheduler) {
   EXPECT_THAT(st.message(), HasSubstr("stopped by signal 15"));
 }
 
+TEST_F(SchedulerTest, ARequestSentAfterTheAbortClosedTheEndpointReportsTheAbortsReason) {
+  // A worker that aborts closes its endpoint; a request (here a declaration)
+  // made on another thread at that moment found the endpoint closed and
+  // reported "endpoint closed" rather than why the job ended (seen 1 in 40
+  // runs of worker_job_test). The order made certain here.
+  Settings s = JobSettings(1, 1);
+  StartScheduler(s);
+  Node& w = AddNode("w0", Role::kWorker, s);
+  Node& srv = AddNode("s0", Role::kServer, s);
+  JoinAll({&w, &srv});
+  scheduler_->RequestAbort("a tensor too big for its partitions");
+  ASSERT_TRUE(Eventually([&] { return !w.client->health().ok(); }, 3000));
+  w.endpoint->Close();
+  proto::TensorSpec spec;
+  spec.set_name("layer");
+  spec.set_dtype(proto::FLOAT32);
+  spec.set_num_elements(4);
+  Result<proto::DeclareReply> reply = w.client->Declare(spec, Deadline::AfterMs(3000));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), StatusCode::kAborted);
+  EXPECT_THAT(reply.status().message(), HasSubstr("a tensor too big for its partitions"));
+  EXPECT_THAT(reply.status().message(), ::testing::Not(HasSubstr("endpoint closed")));
+}
+
 TEST_F(SchedulerTest, CleanFinishShutsServersDownThenEnds) {
   Settings s = JobSettings(2, 1);
   StartScheduler(s);
