@@ -49,10 +49,7 @@ TEST_F(SchedulerTest, SilentNodeAbortsTheJobNamingItsAddress) {
 
 TEST_F(SchedulerTest, AbortHandlerIsCalledOnceWithTheReason) {
   Settings s = JobSettings(1, 1);
-  StartScheduler(s);
-  Node& w = AddNode("w0", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w, &srv});
+  auto [w, srv] = StartOneWorkerOneServer(s);
   std::atomic<int> calls{0};
   std::mutex mu;
   std::string reason;
@@ -118,10 +115,7 @@ TEST_F(SchedulerTest, ARequestSentAfterTheAbortClosedTheEndpointReportsTheAborts
   // reported "endpoint closed" rather than why the job ended (seen 1 in 40
   // runs of worker_job_test). The order made certain here.
   Settings s = JobSettings(1, 1);
-  StartScheduler(s);
-  Node& w = AddNode("w0", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w, &srv});
+  auto [w, srv] = StartOneWorkerOneServer(s);
   scheduler_->RequestAbort("a tensor too big for its partitions");
   ASSERT_TRUE(Eventually([&] { return !w.client->health().ok(); }, 3000));
   w.endpoint->Close();
@@ -178,10 +172,7 @@ TEST_F(SchedulerTest, FinishedWorkersMayGoQuiet) {
 
 TEST_F(SchedulerTest, LostSchedulerMakesClientsAbort) {
   Settings s = JobSettings(1, 1);
-  StartScheduler(s);
-  Node& w = AddNode("w0", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w, &srv});
+  auto [w, srv] = StartOneWorkerOneServer(s);
   auto waiting = std::async(std::launch::async, [&] { return srv.client->WaitForShutdown(Deadline::AfterMs(20000)); });
   const auto start = Clock::now();
   net_.Isolate(kSchedulerAddress);

@@ -196,10 +196,7 @@ TEST_F(SchedulerTest, WrongJobTokenIsNotHeardAndDoesNotCount) {
 
 TEST_F(SchedulerTest, NodesBeyondTheJobSizeAreRejected) {
   Settings s = JobSettings(1, 1);
-  StartScheduler(s);
-  Node& w = AddNode("w0", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w, &srv});
+  auto [w, srv] = StartOneWorkerOneServer(s);
   Node& late = AddNode("late", Role::kWorker, s);
   auto join = JoinAsync(late);
   ASSERT_TRUE(Ready(join, 5000));
@@ -362,10 +359,7 @@ TEST_F(SchedulerTest, DeclareGivesEveryWorkerTheSamePlacement) {
 
 TEST_F(SchedulerTest, DeclarationsBeyondTheJobsChunkLimitAbortNamingTheTensor) {
   Settings s = JobSettings(1, 1);
-  StartScheduler(s, SchedulerLimits{/*max_chunks=*/5});
-  Node& w = AddNode("w0", Role::kWorker, s);
-  Node& srv = AddNode("s0", Role::kServer, s);
-  JoinAll({&w, &srv});
+  auto [w, srv] = StartOneWorkerOneServer(s, SchedulerLimits{/*max_chunks=*/5});
   proto::TensorSpec spec;
   spec.set_dtype(proto::FLOAT32);
   spec.set_num_elements(3000);  // 3 chunks of 4096 bytes

@@ -83,6 +83,18 @@ class SchedulerTest : public ::testing::Test {
     return *nodes_.back();
   }
 
+  // A started scheduler and a joined job of one worker ("w0") and one server ("s0").
+  struct SmallJob {
+    Node& worker;
+    Node& server;
+  };
+  SmallJob StartOneWorkerOneServer(const Settings& s, SchedulerLimits limits = {}) {
+    StartScheduler(s, limits);
+    SmallJob job{AddNode("w0", Role::kWorker, s), AddNode("s0", Role::kServer, s)};
+    JoinAll({&job.worker, &job.server});
+    return job;
+  }
+
   std::future<Status> JoinAsync(Node& n) {
     return std::async(std::launch::async, [&n] { return n.client->Join(n.address); });
   }
