@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from syncline import _session  # framework-neutral: imports neither torch nor TensorFlow
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -67,8 +69,6 @@ def torch_api():
 def capi_api():
     """No framework: numpy arrays through libsyncline's C API (ctypes), each summed into a second
     array, as the TensorFlow op does. The floor under any Python shim's cost."""
-    from syncline import _session
-
     def call(xs, names):
         session = _session.current()
         outs, ops = [], []
@@ -91,8 +91,6 @@ def go_flag(go):
     """Rank 0's `go` on every worker. Not timed, but cheap, as in the C++ loop: through the
     framework-neutral session, so the framework's own per-call costs (slicing a tf.Tensor ~0.15 ms,
     an eager tf.numpy_function ~0.4 ms) do not set the workers apart before each timed call."""
-    from syncline import _session
-
     session = _session.current()
     flag = np.array([go], dtype=np.float32)
     session.broadcast_array(session.tensor_id("bench.go", _session.array_dtype(flag), flag.shape), flag, 0)
