@@ -49,7 +49,8 @@ TEST_F(SchedulerTest, SilentNodeAbortsTheJobNamingItsAddress) {
 
 TEST_F(SchedulerTest, AbortHandlerIsCalledOnceWithTheReason) {
   Settings s = JobSettings(1, 1);
-  auto [w, srv] = StartOneWorkerOneServer(s);
+  SmallJob job = StartOneWorkerOneServer(s);
+  Node &w = job.worker, &srv = job.server;
   std::atomic<int> calls{0};
   std::mutex mu;
   std::string reason;
@@ -115,7 +116,7 @@ TEST_F(SchedulerTest, ARequestSentAfterTheAbortClosedTheEndpointReportsTheAborts
   // reported "endpoint closed" rather than why the job ended (seen 1 in 40
   // runs of worker_job_test). The order made certain here.
   Settings s = JobSettings(1, 1);
-  auto [w, srv] = StartOneWorkerOneServer(s);
+  Node& w = StartOneWorkerOneServer(s).worker;  // and server s0
   scheduler_->RequestAbort("a tensor too big for its partitions");
   ASSERT_TRUE(Eventually([&] { return !w.client->health().ok(); }, 3000));
   w.endpoint->Close();
@@ -172,7 +173,8 @@ TEST_F(SchedulerTest, FinishedWorkersMayGoQuiet) {
 
 TEST_F(SchedulerTest, LostSchedulerMakesClientsAbort) {
   Settings s = JobSettings(1, 1);
-  auto [w, srv] = StartOneWorkerOneServer(s);
+  SmallJob job = StartOneWorkerOneServer(s);
+  Node &w = job.worker, &srv = job.server;
   auto waiting = std::async(std::launch::async, [&] { return srv.client->WaitForShutdown(Deadline::AfterMs(20000)); });
   const auto start = Clock::now();
   net_.Isolate(kSchedulerAddress);

@@ -196,7 +196,7 @@ TEST_F(SchedulerTest, WrongJobTokenIsNotHeardAndDoesNotCount) {
 
 TEST_F(SchedulerTest, NodesBeyondTheJobSizeAreRejected) {
   Settings s = JobSettings(1, 1);
-  auto [w, srv] = StartOneWorkerOneServer(s);
+  Node& w = StartOneWorkerOneServer(s).worker;  // and server s0
   Node& late = AddNode("late", Role::kWorker, s);
   auto join = JoinAsync(late);
   ASSERT_TRUE(Ready(join, 5000));
@@ -359,7 +359,7 @@ TEST_F(SchedulerTest, DeclareGivesEveryWorkerTheSamePlacement) {
 
 TEST_F(SchedulerTest, DeclarationsBeyondTheJobsChunkLimitAbortNamingTheTensor) {
   Settings s = JobSettings(1, 1);
-  auto [w, srv] = StartOneWorkerOneServer(s, SchedulerLimits{/*max_chunks=*/5});
+  Node& w = StartOneWorkerOneServer(s, SchedulerLimits{/*max_chunks=*/5}).worker;  // and server s0
   proto::TensorSpec spec;
   spec.set_dtype(proto::FLOAT32);
   spec.set_num_elements(3000);  // 3 chunks of 4096 bytes
