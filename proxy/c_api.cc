@@ -83,6 +83,15 @@ int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int av
   return syncline_push_pull_to(w, id, data, nullptr, average, priority, done, user, op_out);
 }
 
+int syncline_push_pull(syncline_worker* w, uint32_t id, const void* input, void* output, int average,
+                       int64_t priority) {
+  if (!w) return Report(syncline::InvalidArgument("syncline_push_pull: null worker"));
+  syncline::PushPullOptions options{average != 0, priority, nullptr, output == input ? nullptr : output};
+  auto handle = w->worker->PushPull(id, const_cast<void*>(input), std::move(options));
+  if (!handle.ok()) return Report(handle.status());
+  return Report(handle->Wait(w->worker->DefaultDeadline()));
+}
+
 int syncline_poll(const syncline_op* op) { return op && op->handle.Done() ? 1 : 0; }
 
 int syncline_wait(syncline_op* op, int64_t timeout_ms) {

@@ -55,6 +55,13 @@ SYNCLINE_EXPORT int syncline_push_pull_async(syncline_worker* w, uint32_t id, vo
 SYNCLINE_EXPORT int syncline_push_pull_to(syncline_worker* w, uint32_t id, const void* input, void* output,
                                           int average, int64_t priority, syncline_done_fn done, void* user,
                                           syncline_op** op_out);
+/* syncline_push_pull_to and syncline_wait in one call, for a caller that
+ * waits at once (an eager framework call): starts the sum of `input` into
+ * `output` (the same pointer: in place) and returns when it has ended, or
+ * fails after the configured request timeout. After a failure the operation
+ * may still be under way: both buffers must then stay valid for good. */
+SYNCLINE_EXPORT int syncline_push_pull(syncline_worker* w, uint32_t id, const void* input, void* output, int average,
+                                       int64_t priority);
 /* 1 if the operation has ended (syncline_wait would return at once), else 0. */
 SYNCLINE_EXPORT int syncline_poll(const syncline_op* op);
 /* Waits up to timeout_ms (< 0: the configured request timeout); the op stays

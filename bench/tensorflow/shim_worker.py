@@ -71,6 +71,8 @@ def capi_api():
     array, as the TensorFlow op does. The floor under any Python shim's cost."""
     def call(xs, names):
         session = _session.current()
+        if len(xs) == 1:  # started and waited for in one C call
+            return [session.push_pull_array(names[0], xs[0], False)]
         outs, ops = [], []
         for x, name in zip(xs, names):
             outs.append(np.empty_like(x))

@@ -69,6 +69,7 @@ def _load():
             "syncline_declare": (i, [p, ctypes.c_char_p, i, u64, ctypes.POINTER(u32)]),
             "syncline_push_pull_async": (i, [p, u32, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
             "syncline_push_pull_to": (i, [p, u32, p, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
+            "syncline_push_pull": (i, [p, u32, p, p, i, i64]),
             "syncline_poll": (i, [p]),
             "syncline_wait": (i, [p, i64]),
             "syncline_op_free": (None, [p]),
@@ -179,6 +180,12 @@ class Worker:
                                                int(priority), _NO_CALLBACK, None, ctypes.byref(op))
         _check(self._lib, code, "push_pull")
         return Op(self._lib, op)
+
+    def push_pull(self, tensor_id, address, average, priority, output):
+        """Sums the tensor at `address` into `output` (addresses; equal: in place) and returns when
+        it is there. After a failure both may still be in use (see _session.keep_alive)."""
+        code = self._lib.syncline_push_pull(self._handle, tensor_id, address, output, 1 if average else 0, priority)
+        _check(self._lib, code, "push_pull")
 
     def broadcast(self, tensor_id, address, root):
         _check(self._lib, self._lib.syncline_broadcast(self._handle, tensor_id, address, root), "broadcast")

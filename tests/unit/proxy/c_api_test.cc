@@ -65,6 +65,15 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   ASSERT_EQ(0, syncline_wait(op, 10000)) << syncline_last_error();
   syncline_op_free(op);
   EXPECT_EQ(sum, x);
+  // Started and waited for in one call: into an output, and in place.
+  std::fill(sum.begin(), sum.end(), -1.0);
+  ASSERT_EQ(0, syncline_push_pull(w, id, x.data(), sum.data(), 0, 0)) << syncline_last_error();
+  EXPECT_EQ(sum, x);
+  ASSERT_EQ(0, syncline_push_pull(w, id, sum.data(), sum.data(), 1, 0)) << syncline_last_error();
+  EXPECT_EQ(sum, x);
+  EXPECT_NE(0, syncline_push_pull(w, 999, x.data(), sum.data(), 0, 0)) << "an undeclared tensor id fails";
+  EXPECT_NE(std::string(syncline_last_error()), "");
+  EXPECT_NE(0, syncline_push_pull(nullptr, id, x.data(), sum.data(), 0, 0));
 
   // The done callback, with and without a handle.
   struct Done {
