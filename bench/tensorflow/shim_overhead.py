@@ -4,7 +4,7 @@ push_pull from C++ (syncline-bench-worker), same sizes, same local job shape, in
 
   .venv/bin/python bench/tensorflow/shim_overhead.py [--runs 5] [--apis tf,tf-graph,torch] [--in-flight 8]
 
-Each run starts one job per API (2 workers, 1 server on this host), the C++
+Each run starts one job per API (--workers, 2 by default, and 1 server on this host), the C++
 reference first (and C++ summing into a second buffer, as the TensorFlow shim
 must: its tensors are immutable); with --in-flight N, N tensors per call, all
 started before any is waited for (a gradient list), on both sides. Runs are
@@ -27,8 +27,8 @@ PSLAUNCH = str(Path(sys.executable).parent / "pslaunch")
 MIB = 1024 * 1024
 
 
-def job(worker_argv, env=None, timeout=600):
-    argv = [PSLAUNCH, "--workers", "2", "--servers", "1", "--timeout", str(timeout), "--", *worker_argv]
+def job(worker_argv, workers, env=None, timeout=600):
+    argv = [PSLAUNCH, "--workers", str(workers), "--servers", "1", "--timeout", str(timeout), "--", *worker_argv]
     out = subprocess.run(argv, env=clean_env({"SYNCLINE_LOG_LEVEL": "warn", **(env or {})}), stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, timeout=timeout + 30)
     if out.returncode != 0:
@@ -48,6 +48,8 @@ def main():
     p.add_argument("--seconds", type=float, default=2.0, help="per size and job")
     p.add_argument("--in-flight", type=int, default=1,
                    help="tensors per call, all started before any is waited for (a gradient list)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="workers of each job (1: the shim's own cost, without three busy processes on two cores)")
     p.add_argument("--build", default=str(ROOT / "build"))
     a = p.parse_args()
     apis = [x for x in a.apis.split(",") if x]
@@ -60,12 +62,12 @@ def main():
             api, numpy_path = name.removesuffix("-numpy"), name.endswith("-numpy")
             argv = cpp if name == "C++" else [*cpp, "--separate-output"] if name == "C++ out" else [
                 sys.executable, str(HERE / "shim_worker.py"), "--api", api, *common]
-            got = job(argv, {"SYNCLINE_TF_OP": "0"} if numpy_path else None)
+            got = job(argv, a.workers, {"SYNCLINE_TF_OP": "0"} if numpy_path else None)
             for s in sizes:
                 samples[name][s].append(got[s])
             print(f"  [run {run}/{a.runs}] {name:14s} " + "  ".join(f"{s // MIB:3d} MiB {got[s]:7.0f} MB/s"
                                                                   for s in sizes), flush=True)
-    print(f"\nloopback, 2 workers + 1 server, {a.in_flight} float32 tensor(s) per call; medians of {a.runs} runs "
+    print(f"\nloopback, {a.workers} worker(s) + 1 server, {a.in_flight} float32 tensor(s) per call; medians of {a.runs} runs "
           "(goodput: 2 x bytes / time, MB/s; ratio: / C++)")
     apis = ["C++ out", *apis]
     print(f"  {'size':>7s} {'C++':>8s} " + " ".join(f"{n:>14s} {'ratio':>6s}" for n in apis))

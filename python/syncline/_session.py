@@ -249,6 +249,9 @@ def init():
 
 
 def current():
+    session = _current  # every call asks: no lock while a session runs (one read is atomic)
+    if session is not None:
+        return session
     with _state_lock:
         if _current is not None:
             return _current

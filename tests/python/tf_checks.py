@@ -11,8 +11,9 @@ from expect import expect_error  # noqa: E402
 
 
 def exact_sums():
-    """push_pull returns exact sums and averages per dtype, eagerly and inside tf.function, through
-    the compiled op (which the install step must have built here) and through the fallback."""
+    """push_pull returns exact sums and averages per dtype, eagerly (through dlpack; bfloat16, which
+    dlpack does not carry, through the compiled op) and inside tf.function (through the compiled op,
+    which the install step must have built here), and through the fallback where there is no op."""
     from syncline.tensorflow import ops
     assert ops.native_op() is not None, "the SynclinePushPull op was not built at install time"
     _exact_sums("op")
