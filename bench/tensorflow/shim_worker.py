@@ -67,8 +67,9 @@ def torch_api():
 
 
 def capi_api():
-    """No framework: numpy arrays through libsyncline's C API (ctypes), each summed into a second
-    array, as the TensorFlow op does. The floor under any Python shim's cost."""
+    """No framework: numpy arrays through libsyncline's C API (ctypes), each summed into another
+    array (one of the session's pooled outputs; a fresh one per tensor with --in-flight), as
+    syncline.tensorflow's eager path does. The floor under any Python shim's cost."""
     def call(xs, names):
         session = _session.current()
         if len(xs) == 1:  # started and waited for in one C call

@@ -121,11 +121,14 @@ class Session:
         this session's pooled output arrays (output_array): the one-call path of an eager shim,
         with no handle to keep."""
         tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
+        if not array.flags.c_contiguous:
+            raise ValueError(f"tensor '{name}' is not contiguous")
         output = self.output_array(array.shape, array.dtype)
         try:
             self.worker.push_pull(tensor_id, array.ctypes.data, average, priority, output.ctypes.data)
         except BaseException:
             keep_alive(array, output)  # the transport may still read the one and write the other
+            self._unpool(output)  # kept for good: its place in the pool goes to a new array
             raise
         return output
 
@@ -167,6 +170,14 @@ class Session:
             if len(pool) < self._OUTPUTS_PER_SHAPE:
                 pool.append(array)
             return array
+
+    def _unpool(self, array):
+        with self._lock:
+            for pool in self._outputs.values():
+                for i, pooled in enumerate(pool):
+                    if pooled is array:
+                        del pool[i]
+                        return
 
     def abandon(self, handles):
         """Forgets posted arrays that will not be waited for (a later post failed): they stay

@@ -8,6 +8,7 @@ import tensorflow as tf  # noqa: E402
 
 import syncline.tensorflow as bps  # noqa: E402
 from expect import expect_error  # noqa: E402
+from syncline import _session  # noqa: E402
 
 
 def exact_sums():
@@ -37,6 +38,19 @@ def _exact_sums(path):
         for _ in range(2):  # a traced function runs its push_pull each call
             got = traced(tf.constant(base * (rank + 1) * size, dtype=dtype), True)
             assert np.array_equal(tf.cast(got, tf.float64).numpy(), total), (dtype, "traced average")
+    # Eagerly, a float tensor goes through dlpack (not the op) into one of the session's pooled
+    # buffers, which the result then holds; a result summed again gets another buffer and keeps
+    # its own values.
+    from syncline.tensorflow import ops
+    session = _session.current()
+    mine = tf.constant(base * (rank + 1), dtype=tf.float32)
+    got = ops._push_pull_eager(session, mine, f"{path}.direct", False, 0)
+    assert got is not None, "eager float32 push_pull did not take the dlpack path"
+    pooled = [a.ctypes.data for pool in session._outputs.values() for a in pool]
+    assert np.from_dlpack(got).ctypes.data in pooled, "the eager sum is not in a pooled buffer"
+    again = bps.push_pull(got, average=False, name=f"{path}.again")
+    assert not np.shares_memory(np.from_dlpack(again), np.from_dlpack(got))
+    assert np.array_equal(got.numpy(), total) and np.array_equal(again.numpy(), total * size)
     # Sums come back in buffers that are reused once TensorFlow lets go of them, never before:
     # results still held keep their values.
     n, total_weight = 300000, sum(range(1, size + 1))

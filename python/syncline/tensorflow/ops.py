@@ -1,6 +1,7 @@
-"""Collectives of syncline.tensorflow, eager and inside tf.function: push_pull through the compiled
-SynclinePushPull op (kernels/push_pull_op.cc) where the install step built it against this
-TensorFlow, else through dlpack (eagerly) and tf.numpy_function (inside tf.function)."""
+"""Collectives of syncline.tensorflow, eager and inside tf.function: eagerly, one tensor through dlpack
+and one blocking C call; inside tf.function (and eagerly where dlpack cannot show a tensor's memory)
+through the compiled SynclinePushPull op (kernels/push_pull_op.cc) where the install step built it
+against this TensorFlow, else through dlpack (eagerly) and tf.numpy_function (inside tf.function)."""
 import logging
 import os
 import threading
@@ -128,7 +129,8 @@ def _push_pull_eager(session, tensor, name, average, priority):
     """One eager push_pull the quickest way: the tensor's memory through dlpack into libsyncline,
     the sum into a pooled array that the returned tensor takes over. The compiled op costs more
     eagerly (TensorFlow runs every eager op as a one-op function, ~20 us a call here, and gives it
-    fresh output memory). None where dlpack does not show the memory (bfloat16, device tensors)."""
+    fresh output memory). None where numpy cannot take the memory through dlpack (bfloat16, device
+    tensors)."""
     try:
         array = np.from_dlpack(tensor)
     except (BufferError, TypeError, RuntimeError, ValueError):
@@ -141,7 +143,7 @@ def _push_pull_eager(session, tensor, name, average, priority):
 def _push_pull_native(op, session, tensor, name, average, priority):
     """One push_pull through the compiled op (declaring the tensor first: at tracing time inside
     tf.function). Eagerly, its failure is a SynclineError, as on the other path."""
-    tensor_id = session.tensor_id(name, _DTYPE_CODES[tensor.dtype], tensor.shape.as_list())
+    tensor_id = session.tensor_id(name, _DTYPE_CODES[tensor.dtype], tuple(tensor.shape.as_list()))
     try:
         return op.syncline_push_pull(tensor, api=session.worker.kernel_api(), tensor_id=tensor_id,
                                      average=average, priority=priority)
