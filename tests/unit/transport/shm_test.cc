@@ -142,25 +142,6 @@ TEST_F(ShmEndpointTest, HeadersMoveToTheRingWithoutReorderingAnything) {
   EXPECT_EQ(b_->stats().messages_rejected, 0u);
 }
 
-TEST_F(ShmEndpointTest, AFirstSmallPayloadMakesThePeerAttachTheRing) {
-  // A job whose first tensors are small: the first payload, however small,
-  // goes through the segment, so the peer maps it and the next message takes
-  // the ring (it used to wait for a payload of min_bytes, on the socket).
-  Start();
-  ASSERT_TRUE(a_->Send(2, Numbered(0, 4), Deadline::AfterMs(5000)).ok());
-  ASSERT_TRUE(b_in_.WaitFor(1));
-  EXPECT_EQ(b_->shm_stats().messages_received, 1u);
-  EXPECT_EQ(a_->shm_stats().ring_messages_sent, 0u);
-  ASSERT_TRUE(a_->Send(2, Numbered(1, 4), Deadline::AfterMs(5000)).ok());
-  ASSERT_TRUE(b_in_.WaitFor(2));
-  EXPECT_EQ(a_->shm_stats().ring_messages_sent, 1u);
-  std::vector<Message> got = b_in_.TakeAll();
-  for (uint64_t n = 0; n < 2; ++n) {
-    EXPECT_EQ(got.at(n).header.request_id(), n);
-    EXPECT_TRUE(SameBytes(got.at(n).payloads.at(0), Pattern(4, static_cast<uint32_t>(n))));
-  }
-}
-
 TEST_F(ShmEndpointTest, BothDirectionsSwitchAndHeaderOnlyMessagesFollow) {
   Start();
   for (uint64_t round = 0; round < 20; ++round) {
