@@ -111,9 +111,8 @@ TEST_F(ShmEndpointTest, HeadersMoveToTheRingWithoutReorderingAnything) {
     if (m.header.request_id() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     collect(std::move(m));
   });
-  // Until the ring is in use, large messages (and the first small one) go
-  // through the segment with their header on the socket, and small ones
-  // whole through the socket; sent back to back, they must arrive in order
+  // Small messages go through the socket until the ring is in use, large
+  // ones through the segment; sent back to back, they must arrive in order
   // and intact whichever way each went.
   constexpr uint64_t kMessages = 400;
   const auto size_of = [](uint64_t n) -> size_t { return n % 3 == 0 ? 64 * 1024 : 2 * (1 + n % 50); };
