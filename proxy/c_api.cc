@@ -19,6 +19,11 @@ struct syncline_op {
 namespace {
 thread_local std::string last_error;
 
+// The input's own memory (or no output) as output is an in-place sum.
+syncline::PushPullOptions OptionsOf(const void* input, void* output, int average, int64_t priority) {
+  return syncline::PushPullOptions{average != 0, priority, nullptr, output == input ? nullptr : output};
+}
+
 int Report(const syncline::Status& st) {
   last_error = st.ok() ? "" : st.ToString();
   return static_cast<int>(st.code());
@@ -63,8 +68,7 @@ int syncline_push_pull_to(syncline_worker* w, uint32_t id, const void* input, vo
                           int64_t priority, syncline_done_fn done, void* user, syncline_op** op_out) {
   if (!w || (!op_out && !done))
     return Report(syncline::InvalidArgument("syncline_push_pull: null worker, or neither op_out nor done"));
-  // The input's own memory as output is an in-place sum.
-  syncline::PushPullOptions options{average != 0, priority, nullptr, output == input ? nullptr : output};
+  syncline::PushPullOptions options = OptionsOf(input, output, average, priority);
   if (done) {
     options.on_done = [done, user](const syncline::Status& st) {
       const std::string message = st.ok() ? "" : st.ToString();
@@ -86,8 +90,7 @@ int syncline_push_pull_async(syncline_worker* w, uint32_t id, void* data, int av
 int syncline_push_pull(syncline_worker* w, uint32_t id, const void* input, void* output, int average,
                        int64_t priority) {
   if (!w) return Report(syncline::InvalidArgument("syncline_push_pull: null worker"));
-  syncline::PushPullOptions options{average != 0, priority, nullptr, output == input ? nullptr : output};
-  auto handle = w->worker->PushPull(id, const_cast<void*>(input), std::move(options));
+  auto handle = w->worker->PushPull(id, const_cast<void*>(input), OptionsOf(input, output, average, priority));
   if (!handle.ok()) return Report(handle.status());
   return Report(handle->Wait(w->worker->DefaultDeadline()));
 }

@@ -58,9 +58,9 @@ SYNCLINE_EXPORT int syncline_push_pull_to(syncline_worker* w, uint32_t id, const
 /* syncline_push_pull_to and syncline_wait in one call, for a caller that
  * waits at once (an eager framework call): starts the sum of `input` into
  * `output` (null or the same pointer: in place, `input` is then written)
- * and returns when it has ended, or
- * fails after the configured request timeout. After a failure the operation
- * may still be under way: both buffers must then stay valid for good. */
+ * and returns when it has ended, or fails after the configured request
+ * timeout. After a failure the operation may still be under way: both
+ * buffers must then stay valid for good. */
 SYNCLINE_EXPORT int syncline_push_pull(syncline_worker* w, uint32_t id, const void* input, void* output, int average,
                                        int64_t priority);
 /* 1 if the operation has ended (syncline_wait would return at once), else 0. */

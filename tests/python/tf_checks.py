@@ -9,13 +9,13 @@ import tensorflow as tf  # noqa: E402
 import syncline.tensorflow as bps  # noqa: E402
 from expect import expect_error  # noqa: E402
 from syncline import _session  # noqa: E402
+from syncline.tensorflow import ops  # noqa: E402
 
 
 def exact_sums():
     """push_pull returns exact sums and averages per dtype, eagerly (through dlpack; bfloat16, which
     dlpack does not carry, through the compiled op) and inside tf.function (through the compiled op,
     which the install step must have built here), and through the fallback where there is no op."""
-    from syncline.tensorflow import ops
     assert ops.native_op() is not None, "the SynclinePushPull op was not built at install time"
     _exact_sums("op")
     ops._op_state[:] = [None]  # as where the op could not be built
@@ -41,7 +41,6 @@ def _exact_sums(path):
     # Eagerly, a float tensor goes through dlpack (not the op) into one of the session's pooled
     # buffers, which the result then holds; a result summed again gets another buffer and keeps
     # its own values.
-    from syncline.tensorflow import ops
     session = _session.current()
     mine = tf.constant(base * (rank + 1), dtype=tf.float32)
     got = ops._push_pull_eager(session, mine, f"{path}.direct", False, 0)

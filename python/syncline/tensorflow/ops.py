@@ -233,8 +233,10 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
         # straight to libsyncline (push_pull_list's bookkeeping is for lists).
         sent, ctx = compression.compress(tensor)
         out = _push_pull_eager(session, sent, name, average, 0)
-        if out is None:
-            out = push_pull_list([sent], [name], average)[0]
+        if out is None:  # memory numpy cannot take (bfloat16, device tensors): not dlpack again
+            op = native_op()
+            out = _push_pull_native(op, session, sent, name, average, 0) if op is not None else \
+                push_pull_list([sent], [name], average)[0]
         return compression.decompress(out, ctx)
 
     @tf.custom_gradient
