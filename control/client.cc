@@ -43,7 +43,7 @@ SchedulerClient::~SchedulerClient() {
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
 }
 
-Status SchedulerClient::Join(const std::string& my_address) {
+Status SchedulerClient::Join(const std::string& my_address, bool shm) {
   {
     MutexLock lock(mu_);
     my_address_ = my_address;
@@ -72,6 +72,7 @@ Status SchedulerClient::Join(const std::string& my_address) {
   body->set_hostname(Hostname());
   body->set_host_id(HostIdentity());
   body->set_pid(getpid());
+  body->set_shm(shm);
   SYNCLINE_RETURN_IF_ERROR(Send(std::move(reg)));
   SYNCLINE_RETURN_IF_ERROR(WaitForJobStart());
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });

@@ -37,8 +37,10 @@ class SchedulerClient {
   ~SchedulerClient();
 
   // Registers this node, listening at `my_address`, and waits (up to the
-  // startup timeout) for the address book. Starts heartbeats.
-  Status Join(const std::string& my_address);
+  // startup timeout) for the address book. Starts heartbeats. `shm`: the
+  // node's endpoint reads payloads placed in shared memory (a ShmEndpoint);
+  // only then do colocated peers send it such references.
+  Status Join(const std::string& my_address, bool shm = false);
   // Takes a control message addressed to this client; false if `m` is not one.
   bool Handle(const Message& m);
 

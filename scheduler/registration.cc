@@ -51,6 +51,7 @@ void Scheduler::OnRegister(const Message& m) {
   node.info.set_hostname(r.hostname());
   node.info.set_host_id(r.host_id());
   node.info.set_pid(r.pid());
+  node.info.set_shm(r.shm());
   node.last_seen = Clock::now();
   node.nonce = nonce;
   if (Status st = endpoint_->Connect(id, r.address()); !st.ok()) return reject(st.message());

@@ -80,7 +80,7 @@ Status Server::Run() {
   SYNCLINE_ASSIGN_OR_RETURN(std::string address,
                             endpoint_->Listen(want, [this](Message&& m) { OnMessage(std::move(m)); }));
   SYNCLINE_LOG_INFO("server listening at {}", address);
-  SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
+  SYNCLINE_RETURN_IF_ERROR(client_.Join(address, shm_ != nullptr).WithContext("joining the job"));
   const auto workers = client_.NodesOf(proto::WORKER);
   for (const auto& w : workers) {
     SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(w.id(), w.address()));

@@ -26,13 +26,16 @@ inline std::unique_ptr<Endpoint> WrapForSharedMemory(const Settings& settings, s
   return wrapped;
 }
 
-// Marks every peer in `peers` on this machine (same host identity) colocated.
+// Marks colocated every peer in `peers` on this machine (same host identity)
+// that registered as reading shared memory: one running without it (shm off
+// in its settings, or an endpoint that is not a ShmEndpoint) would drop the
+// references as forged, and the sender would wait out its request timeout.
 inline void MarkColocatedPeers(ShmEndpoint* shm, const std::vector<proto::NodeInfo>& peers) {
   if (shm == nullptr) return;
   const std::string me = HostIdentity();
   if (me.empty()) return;
   for (const auto& p : peers)
-    if (p.host_id() == me) shm->MarkColocated(p.id(), p.pid());
+    if (p.host_id() == me && p.shm()) shm->MarkColocated(p.id(), p.pid());
 }
 
 }  // namespace syncline

@@ -119,7 +119,7 @@ Status Worker::Start(const std::string& listen_address) {
     MutexLock lock(mu_);
     if (!leaving_ && !closer_.joinable()) closer_ = std::thread([this] { endpoint_->Close(); });
   });
-  SYNCLINE_RETURN_IF_ERROR(client_.Join(address).WithContext("joining the job"));
+  SYNCLINE_RETURN_IF_ERROR(client_.Join(address, shm_ != nullptr).WithContext("joining the job"));
   const auto servers = client_.NodesOf(proto::SERVER);
   for (const auto& s : servers) SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));
   MarkColocatedPeers(shm_, servers);

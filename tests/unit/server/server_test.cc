@@ -212,6 +212,34 @@ TEST_F(ServerTest, SumsPushesAndRepliesToEachWorkerThenShutsDownCleanly) {
   EXPECT_TRUE(scheduler_status.ok()) << scheduler_status.ToString();
 }
 
+TEST_F(ServerTest, SameHostWorkersWithoutSharedMemoryGetLargeSumsOverTheirSocket) {
+  // The server runs with shared memory on, these workers on the same host
+  // without it (their endpoints are not ShmEndpoints, and they register so):
+  // the server must not hand them references into its segments, which they
+  // could not read, but the payload itself, whatever its size.
+  for (auto& w : workers_) {
+    for (const proto::NodeInfo& node : w->client->NodesOf(proto::SERVER)) EXPECT_TRUE(node.shm());
+    for (const proto::NodeInfo& node : w->client->NodesOf(proto::WORKER)) EXPECT_FALSE(node.shm());
+  }
+  constexpr uint64_t kFloats = 16384;  // 64 KiB: above the size that takes shared memory
+  DeclareKey(5, kFloats);
+  std::vector<float> a(kFloats), b(kFloats), sum(kFloats);
+  for (uint64_t i = 0; i < kFloats; ++i) {
+    a[i] = static_cast<float>(i % 1000);
+    b[i] = static_cast<float>(3 * i % 7);
+    sum[i] = a[i] + b[i];
+  }
+  ASSERT_TRUE(Send(0, PushOf(Key(5), 0, id(0), a, 1)).ok());
+  ASSERT_TRUE(Send(1, PushOf(Key(5), 0, id(1), b, 2)).ok());
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(workers_[r]->WaitForReplies(1)) << "worker " << r << " got no sum";
+    Message reply = workers_[r]->Reply(0);
+    EXPECT_EQ(reply.header.op(), proto::PULL_REPLY);
+    EXPECT_FALSE(reply.header.has_shm());
+    EXPECT_TRUE(Floats(reply) == sum) << "worker " << r;
+  }
+}
+
 TEST_F(ServerTest, BadPushGetsAnErrorReplyAndTheKeyKeepsWorking) {
   ASSERT_TRUE(Send(0, PushOf(Key(7), 0, id(0), {1, 2}, 1)).ok());
   ASSERT_TRUE(Send(1, PushOf(Key(7), 0, id(1), {1, 2, 3}, 2)).ok());  // wrong size
