@@ -64,6 +64,10 @@ class Outbox {
   bool ring_attached() const { return layout_->ring.attached(); }
   // True when the peer has handled every header posted to the ring.
   bool ring_drained() const { return layout_->ring.drained(); }
+  // True the first time it is asked only: that payload goes through the
+  // segment whatever its size, so that the peer maps it and attaches the
+  // ring before large payloads come (else small messages keep the socket).
+  bool TakeFirstOffer() { return !offered_.exchange(true); }
   int fd() const { return fd_; }
   uint64_t segment_bytes() const { return total_; }
 
@@ -85,6 +89,7 @@ class Outbox {
   std::deque<Live> live_ GUARDED_BY(mu_);  // in placement order
   std::vector<uint32_t> free_slots_ GUARDED_BY(mu_);
   uint64_t head_ GUARDED_BY(mu_) = 0;  // next placement offset in the data area
+  std::atomic<bool> offered_{false};
 };
 
 class PeerSegment {

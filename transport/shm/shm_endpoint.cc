@@ -102,7 +102,7 @@ Status ShmEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
   const bool ring = box->ring_attached();
   const uint64_t bytes = PayloadBytes(message);
   const bool has_payload = !message.payloads.empty();
-  const bool wants_segment = has_payload && (ring || bytes >= options_.min_bytes);
+  const bool wants_segment = has_payload && (ring || bytes >= options_.min_bytes || box->TakeFirstOffer());
   const bool placed = wants_segment && PlacePayloads(*box, bytes, message, message.header.mutable_shm());
   if (wants_segment) {
     if (!placed) message.header.clear_shm();

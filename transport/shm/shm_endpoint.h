@@ -44,7 +44,9 @@ struct ShmOptions {
   // Payload bytes of one outbox (one per colocated peer this node sends to).
   // Memory is committed as it is first used.
   size_t outbox_bytes = size_t{256} << 20;
-  // Messages with fewer payload bytes go through the socket.
+  // Until the receiver polls the ring, messages with fewer payload bytes go
+  // through the socket whole, except the first one with a payload, which goes
+  // through the segment so that the receiver maps it and attaches the ring.
   size_t min_bytes = 4096;
 };
 

@@ -111,8 +111,9 @@ TEST_F(ShmEndpointTest, HeadersMoveToTheRingWithoutReorderingAnything) {
     if (m.header.request_id() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     collect(std::move(m));
   });
-  // Small messages go through the socket until the ring is in use, large
-  // ones through the segment; sent back to back, they must arrive in order
+  // Until the ring is in use, large messages (and the first small one) go
+  // through the segment with their header on the socket, and small ones
+  // whole through the socket; sent back to back, they must arrive in order
   // and intact whichever way each went.
   constexpr uint64_t kMessages = 400;
   const auto size_of = [](uint64_t n) -> size_t { return n % 3 == 0 ? 64 * 1024 : 2 * (1 + n % 50); };
@@ -139,6 +140,25 @@ TEST_F(ShmEndpointTest, HeadersMoveToTheRingWithoutReorderingAnything) {
   EXPECT_EQ(b_->stats().messages_received, kMessages);
   EXPECT_EQ(a_->stats().messages_sent, kMessages);
   EXPECT_EQ(b_->stats().messages_rejected, 0u);
+}
+
+TEST_F(ShmEndpointTest, AFirstSmallPayloadMakesThePeerAttachTheRing) {
+  // A job whose first tensors are small: the first payload, however small,
+  // goes through the segment, so the peer maps it and the next message takes
+  // the ring (it used to wait for a payload of min_bytes, on the socket).
+  Start();
+  ASSERT_TRUE(a_->Send(2, Numbered(0, 4), Deadline::AfterMs(5000)).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  EXPECT_EQ(b_->shm_stats().messages_received, 1u);
+  EXPECT_EQ(a_->shm_stats().ring_messages_sent, 0u);
+  ASSERT_TRUE(a_->Send(2, Numbered(1, 4), Deadline::AfterMs(5000)).ok());
+  ASSERT_TRUE(b_in_.WaitFor(2));
+  EXPECT_EQ(a_->shm_stats().ring_messages_sent, 1u);
+  std::vector<Message> got = b_in_.TakeAll();
+  for (uint64_t n = 0; n < 2; ++n) {
+    EXPECT_EQ(got.at(n).header.request_id(), n);
+    EXPECT_TRUE(SameBytes(got.at(n).payloads.at(0), Pattern(4, static_cast<uint32_t>(n))));
+  }
 }
 
 TEST_F(ShmEndpointTest, BothDirectionsSwitchAndHeaderOnlyMessagesFollow) {
