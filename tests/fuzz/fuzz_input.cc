@@ -49,6 +49,7 @@ void FillBody(FuzzedDataProvider& in, proto::Header& h) {
       r->set_hostname(in.ConsumeRandomLengthString(12));
       r->set_host_id(in.ConsumeRandomLengthString(12));
       r->set_pid(in.ConsumeIntegral<int32_t>());
+      r->set_shm(in.ConsumeBool());
       break;
     }
     case proto::ADDRESS_BOOK: {
