@@ -137,12 +137,13 @@ class Session:
         its dtype and shape; `array` is then only read); returns a handle for wait_arrays. The path
         of shims that hold tensors as numpy arrays (syncline.tensorflow), which post each gradient
         as soon as it exists and wait for them together."""
-        tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
+        # Checked before the declaration, a collective the other workers would wait in.
         if not array.flags.c_contiguous:
             raise ValueError(f"tensor '{name}' is not contiguous")
         if output is not None and (output.dtype != array.dtype or output.shape != array.shape or
                                    not output.flags.c_contiguous or not output.flags.writeable):
             raise ValueError(f"the output of tensor '{name}' is not a writable contiguous array like its input")
+        tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
         op = self.worker.push_pull_async(tensor_id, array.ctypes.data, average, priority,
                                          None if output is None else output.ctypes.data)
         with self._lock:

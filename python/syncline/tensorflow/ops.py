@@ -130,12 +130,10 @@ def _push_pull_eager(session, tensor, name, average, priority):
     the sum into a pooled array that the returned tensor takes over. The compiled op costs more
     eagerly (TensorFlow runs every eager op as a one-op function, ~20 us a call here, and gives it
     fresh output memory). None where numpy cannot take the memory through dlpack (bfloat16, device
-    tensors)."""
+    tensors). A tensor's memory is always dense; push_pull_array checks it is contiguous."""
     try:
         array = np.from_dlpack(tensor)
     except (BufferError, TypeError, RuntimeError, ValueError):
-        return None
-    if not array.flags.c_contiguous:
         return None
     return _to_tensor(session.push_pull_array(name, array, average, priority))
 
