@@ -12,10 +12,19 @@ torch), waits, checks the sums, repeatedly; rank 0's clock decides (by
 broadcast) when every worker stops. Prints a JSON line per size in
 syncline-bench-worker's units: goodput counts every tensor's bytes once each
 way, 2 * bytes * in_flight / median iteration time.
+
+With --interleave-cpp each iteration also times the same push_pull from C++
+(timed_push_pull.cc) through this process's worker, in place and into a second
+array, in an order drawn afresh each iteration (the same on every worker): the
+shim and its reference see the same machine at the same moments, which
+separate jobs on a busy host do not. The row then carries cpp_* and cpp_out_*
+figures too.
 """
 import argparse
+import ctypes
 import json
 import os
+import random
 import time
 
 import numpy as np
@@ -100,6 +109,34 @@ def go_flag(go):
     return float(flag[0])
 
 
+class CppReference:
+    """The same push_pull timed in C++ (timed_push_pull.cc) through this process's worker, on a
+    float32 array refilled with ones before each call, as syncline-bench-worker runs it: in place,
+    or into a second array (the input only read, as for an immutable tensor)."""
+
+    def __init__(self, library, size):
+        self._timed = ctypes.CDLL(library).syncline_bench_timed_push_pull
+        self._timed.restype = ctypes.c_int
+        self._timed.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_uint64, ctypes.POINTER(ctypes.c_int64)]
+        session = _session.current()
+        self._worker = session.worker
+        self._push_pull = ctypes.cast(self._worker._lib.syncline_push_pull, ctypes.c_void_p)
+        self._data = _session.aligned_empty((size // 4,), np.float32)
+        self._sums = _session.aligned_empty((size // 4,), np.float32)
+        self._id = session.tensor_id(f"bench.cpp.{size}", _session.array_dtype(self._data), self._data.shape)
+        self._ns = ctypes.c_int64()
+
+    def seconds(self, workers, separate_output):
+        result = self._sums if separate_output else self._data
+        if self._timed(self._push_pull, self._worker._handle, self._id, self._data.ctypes.data, result.ctypes.data,
+                       self._data.size, ctypes.byref(self._ns)) != 0:
+            raise SystemExit(f"C++ push_pull failed: {self._worker._lib.syncline_last_error().decode()}")
+        if _ends(result) != (workers, workers):
+            raise SystemExit(f"wrong C++ sum at {self._data.nbytes} bytes: {_ends(result)}")
+        return self._ns.value / 1e9
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--api", choices=["tf", "tf-graph", "torch", "capi"], required=True)
@@ -108,7 +145,12 @@ def main():
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--min-iterations", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--interleave-cpp", metavar="LIBRARY",
+                   help="libsyncline_bench_timed_push_pull.so: time the same push_pull from C++ in this process "
+                        "too, each iteration (single-tensor calls only)")
     a = p.parse_args()
+    if a.interleave_cpp and a.in_flight != 1:
+        p.error("--interleave-cpp times single-tensor calls: use --in-flight 1")
     apis = {"tf": lambda: tf_api(False), "tf-graph": lambda: tf_api(True), "torch": torch_api, "capi": capi_api}
     bps, make, call, ends, refill = apis[a.api]()
     bps.init()
@@ -116,8 +158,8 @@ def main():
     for size in (int(s) for s in a.sizes.split(",")):
         xs = [make(size // 4) for _ in range(a.in_flight)]
         names = [f"bench.{a.api}.{size}.{t}" for t in range(a.in_flight)]
-        times, begin = [], time.perf_counter()
-        for it in range(10**9):
+
+        def shim_seconds():
             start = time.perf_counter()
             outs = call(xs, names)
             seconds = time.perf_counter() - start
@@ -127,15 +169,29 @@ def main():
             del outs  # as a training step drops its gradients: their memory may serve the next call
             if refill:
                 refill(xs)
-            if it >= a.warmup:
-                times.append(seconds)
-            go = rank == 0 and (len(times) < a.min_iterations or time.perf_counter() - begin < a.seconds)
+            return seconds
+
+        timed = {"": shim_seconds}
+        if a.interleave_cpp:
+            cpp = CppReference(a.interleave_cpp, size)
+            timed.update(cpp_=lambda: cpp.seconds(workers, False), cpp_out_=lambda: cpp.seconds(workers, True))
+        times, begin = {k: [] for k in timed}, time.perf_counter()
+        for it in range(10**9):
+            order = list(timed)
+            random.Random(it).shuffle(order)  # seeded alike on every worker: their collectives match
+            for k in order:
+                seconds = timed[k]()
+                if it >= a.warmup:
+                    times[k].append(seconds)
+            go = rank == 0 and (len(times[""]) < a.min_iterations or time.perf_counter() - begin < a.seconds)
             if go_flag(1.0 if go else 0.0) == 0.0:
                 break
-        median = sorted(times)[len(times) // 2]
-        print(json.dumps({"api": a.api, "rank": rank, "workers": workers, "bytes": size, "in_flight": a.in_flight,
-                          "iterations": len(times), "median_s": median,
-                          "goodput_MBps": 2 * size * a.in_flight / median / 1e6}), flush=True)
+        row = {"api": a.api, "rank": rank, "workers": workers, "bytes": size, "in_flight": a.in_flight,
+               "iterations": len(times[""])}
+        for k, samples in times.items():
+            median = sorted(samples)[len(samples) // 2]
+            row.update({f"{k}median_s": median, f"{k}goodput_MBps": 2 * size * a.in_flight / median / 1e6})
+        print(json.dumps(row), flush=True)
     bps.shutdown()
 
 
