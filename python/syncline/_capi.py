@@ -185,7 +185,8 @@ class Worker:
         """Sums the tensor at `address` into `output` (addresses; equal: in place) and returns when
         it is there. After a failure both may still be in use (see _session.keep_alive)."""
         code = self._lib.syncline_push_pull(self._handle, tensor_id, address, output, 1 if average else 0, priority)
-        _check(self._lib, code, "push_pull")
+        if code:  # the eager shims' every call: no second Python call when it went well
+            _check(self._lib, code, "push_pull")
 
     def broadcast(self, tensor_id, address, root):
         _check(self._lib, self._lib.syncline_broadcast(self._handle, tensor_id, address, root), "broadcast")

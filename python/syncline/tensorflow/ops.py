@@ -10,11 +10,22 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util  # XLA detection: no public API says it
 
-try:  # whether a gradient tape watches a tensor: no public API says it either
-    from tensorflow.python.eager.record import should_record_backprop
-except ImportError:  # another TensorFlow: always take the differentiable path
+try:  # TensorFlow's own calls under the Python wrappers of two public ones: whether a gradient tape
+    # watches a tensor (tensorflow.python.eager.record: no public API says it), and
+    # tf.experimental.dlpack.from_dlpack. The eager path calls them directly: right after a sum
+    # each Python call costs microseconds here, not the ~0.1 us of a tight loop (docs/benchmarks.md).
+    from tensorflow.python import pywrap_tfe
+    from tensorflow.python.eager import context as _tf_context
+
+    should_record_backprop = pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop
+
+    def _from_dlpack(capsule):  # eagerly: an eager tensor exists, so the context is initialized
+        return pywrap_tfe.TFE_FromDlpackCapsule(capsule, _tf_context.context()._handle)
+except (ImportError, AttributeError):  # another TensorFlow: the differentiable path, the public call
     def should_record_backprop(tensors):
         return True
+
+    _from_dlpack = tf.experimental.dlpack.from_dlpack
 
 from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
@@ -115,7 +126,7 @@ def _host_view(tensor):
 def _to_tensor(array):
     """A tensor over `array`'s memory (aligned: taken over without a copy), or a copy of it."""
     try:
-        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+        return _from_dlpack(array.__dlpack__())
     except (BufferError, TypeError, RuntimeError, ValueError, tf.errors.InvalidArgumentError):
         return tf.convert_to_tensor(array)
 
@@ -229,13 +240,14 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
     if tf.executing_eagerly() and not should_record_backprop([tensor]):
         # No tape watches it: the plain call (custom_gradient costs ~0.3 ms a call eagerly), and
         # straight to libsyncline (push_pull_list's bookkeeping is for lists).
-        sent, ctx = compression.compress(tensor)
+        uncompressed = compression is NoneCompressor  # the common call: two Python calls fewer
+        sent, ctx = (tensor, None) if uncompressed else compression.compress(tensor)
         out = _push_pull_eager(session, sent, name, average, 0)
         if out is None:  # memory numpy cannot take (bfloat16, device tensors): not dlpack again
             op = native_op()
             out = _push_pull_native(op, session, sent, name, average, 0) if op is not None else \
                 push_pull_list([sent], [name], average)[0]
-        return compression.decompress(out, ctx)
+        return out if uncompressed else compression.decompress(out, ctx)
 
     @tf.custom_gradient
     def summed(x):
