@@ -20,6 +20,19 @@ def exact_sums():
     _exact_sums("op")
     ops._op_state[:] = [None]  # as where the op could not be built
     _exact_sums("fallback")
+    _after_context_reset()
+
+
+def _after_context_reset():
+    """An eager tensor outlives a reset of TensorFlow's eager context (TensorFlow's own tests and
+    strategy set-ups reset it): its push_pull still sums, starting the new context."""
+    from tensorflow.python.eager import context
+
+    rank, size = bps.rank(), bps.size()
+    mine = tf.fill((1000,), float(rank + 1))
+    context._reset_context()
+    got = bps.push_pull(mine, average=False, name="after.reset")
+    assert np.all(got.numpy() == sum(range(1, size + 1))), got[:4]
 
 
 def _exact_sums(path):

@@ -10,21 +10,30 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util  # XLA detection: no public API says it
 
-try:  # TensorFlow's own calls under the Python wrappers of two public ones: whether a gradient tape
-    # watches a tensor (tensorflow.python.eager.record: no public API says it), and
-    # tf.experimental.dlpack.from_dlpack. The eager path calls them directly: right after a sum
-    # each Python call costs microseconds here, not the ~0.1 us of a tight loop (docs/benchmarks.md).
+# Two TensorFlow functions the eager path calls without the Python wrappers of their public
+# names: right after a sum each Python call costs microseconds here, not the ~0.1 us of a tight
+# loop (docs/benchmarks.md). Both names are private: another TensorFlow takes the public ones.
+try:  # whether a gradient tape watches a tensor (tensorflow.python.eager.record's wrapper of it)
     from tensorflow.python import pywrap_tfe
-    from tensorflow.python.eager import context as _tf_context
 
     should_record_backprop = pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop
-
-    def _from_dlpack(capsule):  # eagerly: an eager tensor exists, so the context is initialized
-        return pywrap_tfe.TFE_FromDlpackCapsule(capsule, _tf_context.context()._handle)
-except (ImportError, AttributeError):  # another TensorFlow: the differentiable path, the public call
+except (ImportError, AttributeError):  # always the differentiable path
     def should_record_backprop(tensors):
         return True
 
+try:  # what tf.experimental.dlpack.from_dlpack calls once the eager context is initialized
+    from tensorflow.python import pywrap_tfe
+    from tensorflow.python.eager import context as _tf_context
+
+    _tfe_from_dlpack = pywrap_tfe.TFE_FromDlpackCapsule
+    _tf_context.context()._initialized  # noqa: B018  (missing: the public call, chosen now)
+
+    def _from_dlpack(capsule):
+        ctx = _tf_context.context()
+        if not ctx._initialized:  # eager tensors outlive a context reset (context._reset_context)
+            ctx.ensure_initialized()
+        return _tfe_from_dlpack(capsule, ctx._handle)
+except (ImportError, AttributeError):
     _from_dlpack = tf.experimental.dlpack.from_dlpack
 
 from syncline import _capi, _session
