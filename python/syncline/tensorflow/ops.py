@@ -10,31 +10,15 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util  # XLA detection: no public API says it
 
-# Two TensorFlow functions the eager path calls without the Python wrappers of their public
-# names: right after a sum each Python call costs microseconds here, not the ~0.1 us of a tight
-# loop (docs/benchmarks.md). Both names are private: another TensorFlow takes the public ones.
-try:  # whether a gradient tape watches a tensor (tensorflow.python.eager.record's wrapper of it)
+try:  # whether a gradient tape watches a tensor: no public API says it. The eager path calls the
+    # function under tensorflow.python.eager.record's one-line wrapper: right after a sum each
+    # Python call costs microseconds here, not the ~0.1 us of a tight loop (docs/benchmarks.md).
     from tensorflow.python import pywrap_tfe
 
     should_record_backprop = pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop
-except (ImportError, AttributeError):  # always the differentiable path
+except (ImportError, AttributeError):  # another TensorFlow: always the differentiable path
     def should_record_backprop(tensors):
         return True
-
-try:  # what tf.experimental.dlpack.from_dlpack calls once the eager context is initialized
-    from tensorflow.python import pywrap_tfe
-    from tensorflow.python.eager import context as _tf_context
-
-    _tfe_from_dlpack = pywrap_tfe.TFE_FromDlpackCapsule
-    _tf_context.context()._initialized  # noqa: B018  (missing: the public call, chosen now)
-
-    def _from_dlpack(capsule):
-        ctx = _tf_context.context()
-        if not ctx._initialized:  # eager tensors outlive a context reset (context._reset_context)
-            ctx.ensure_initialized()
-        return _tfe_from_dlpack(capsule, ctx._handle)
-except (ImportError, AttributeError):
-    _from_dlpack = tf.experimental.dlpack.from_dlpack
 
 from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
@@ -135,7 +119,7 @@ def _host_view(tensor):
 def _to_tensor(array):
     """A tensor over `array`'s memory (aligned: taken over without a copy), or a copy of it."""
     try:
-        return _from_dlpack(array.__dlpack__())
+        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
     except (BufferError, TypeError, RuntimeError, ValueError, tf.errors.InvalidArgumentError):
         return tf.convert_to_tensor(array)
 
