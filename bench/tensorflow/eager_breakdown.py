@@ -1,5 +1,5 @@
 """Where an eager syncline.tensorflow.push_pull spends its time, piece by piece, measured right
-after each wait (the state a real call is in: caches and branch predictors cold from sleeping),
+after each wait (the state a real call is in: its code cold, as after every push_pull here),
 beside the whole call and the bare C call from numpy. Not a test: it prints medians.
 
   pslaunch --workers 1 --servers 1 -- .venv/bin/python bench/tensorflow/eager_breakdown.py [--calls 3000]
@@ -9,10 +9,11 @@ syncline.tensorflow.push_pull whole, then session.push_pull_array of a numpy arr
 Python shim stands on); rank 0 prints the medians after --warmup iterations. With more than one
 worker every worker runs the same loop.
 """
-import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -23,13 +24,12 @@ import syncline.tensorflow as bps  # noqa: E402
 from syncline import _session  # noqa: E402
 from syncline.tensorflow import ops  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shim_worker import single_tensor_loop_options  # noqa: E402
+
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--calls", type=int, default=3000)
-    p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--bytes", type=int, default=1 << 20)
-    a = p.parse_args()
+    a = single_tensor_loop_options(__doc__, calls=3000, cpp_reference=False)
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     bps.init()

@@ -19,6 +19,9 @@ array, in an order drawn afresh each iteration (the same on every worker): the
 shim and its reference see the same machine at the same moments, which
 separate jobs on a busy host do not. The row then carries cpp_* and cpp_out_*
 figures too.
+
+The single-tensor loops beside it (eager_breakdown, eager_ceiling, cold_python) take their options
+and their C++ reference from here.
 """
 import argparse
 import ctypes
@@ -26,6 +29,7 @@ import json
 import os
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -95,6 +99,13 @@ def capi_api():
     return _session, lambda n: np.ones(n, dtype=np.float32), call, _ends, None
 
 
+def poison_ends(array):
+    """NaN at both ends of a float array that a sum is about to be written into, so that the check
+    of its ends fails unless this call wrote them (only the ends: the check reads no more)."""
+    flat = array.reshape(-1)
+    flat[0] = flat[-1] = np.nan
+
+
 def _ends(array):
     return float(array[0]), float(array[-1])
 
@@ -109,10 +120,25 @@ def go_flag(go):
     return float(flag[0])
 
 
+def single_tensor_loop_options(description, calls, cpp_reference=True):
+    """The options of the single-tensor loops (eager_breakdown, eager_ceiling, cold_python), parsed:
+    how many iterations, how many of them untimed first, the tensor's size, and where it has one,
+    the library of the C++ reference (CppReference)."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--calls", type=int, default=calls)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--bytes", type=int, default=1 << 20)
+    if cpp_reference:
+        library = Path(__file__).resolve().parents[2] / "build" / "lib" / "libsyncline_bench_timed_push_pull.so"
+        p.add_argument("--library", default=str(library), help="built by scripts/build")
+    return p.parse_args()
+
+
 class CppReference:
     """The same push_pull timed in C++ (timed_push_pull.cc) through this process's worker, on a
     float32 array refilled with ones before each call, as syncline-bench-worker runs it: in place,
-    or into a second array (the input only read, as for an immutable tensor)."""
+    or into a second array (the input only read, as for an immutable tensor). Its arrays (data,
+    sums) and tensor_id are public for loops that make the same call by hand."""
 
     def __init__(self, library, size):
         self._timed = ctypes.CDLL(library).syncline_bench_timed_push_pull
@@ -122,18 +148,20 @@ class CppReference:
         session = _session.current()
         self._worker = session.worker
         self._push_pull = ctypes.cast(self._worker._lib.syncline_push_pull, ctypes.c_void_p)
-        self._data = _session.aligned_empty((size // 4,), np.float32)
-        self._sums = _session.aligned_empty((size // 4,), np.float32)
-        self._id = session.tensor_id(f"bench.cpp.{size}", _session.array_dtype(self._data), self._data.shape)
+        self.data = _session.aligned_empty((size // 4,), np.float32)
+        self.sums = _session.aligned_empty((size // 4,), np.float32)
+        self.tensor_id = session.tensor_id(f"bench.cpp.{size}", _session.array_dtype(self.data), self.data.shape)
         self._ns = ctypes.c_int64()
 
     def seconds(self, workers, separate_output):
-        result = self._sums if separate_output else self._data
-        if self._timed(self._push_pull, self._worker._handle, self._id, self._data.ctypes.data, result.ctypes.data,
-                       self._data.size, ctypes.byref(self._ns)) != 0:
+        result = self.sums if separate_output else self.data
+        if separate_output:  # in place, the C++ refill of the input with ones does this
+            poison_ends(result)
+        if self._timed(self._push_pull, self._worker._handle, self.tensor_id, self.data.ctypes.data, result.ctypes.data,
+                       self.data.size, ctypes.byref(self._ns)) != 0:
             raise SystemExit(f"C++ push_pull failed: {self._worker._lib.syncline_last_error().decode()}")
         if _ends(result) != (workers, workers):
-            raise SystemExit(f"wrong C++ sum at {self._data.nbytes} bytes: {_ends(result)}")
+            raise SystemExit(f"wrong C++ sum at {self.data.nbytes} bytes: {_ends(result)}")
         return self._ns.value / 1e9
 
 
