@@ -25,7 +25,16 @@ from syncline import _session  # noqa: E402
 from syncline.tensorflow import ops  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shim_worker import single_tensor_loop_options  # noqa: E402
+from shim_worker import poison_free_outputs, single_tensor_loop_options  # noqa: E402
+
+
+def check(result):
+    """Both ends of a sum are what every worker's ones add up to. (After each call the loop drops the
+    result and sets the free pooled outputs to NaN at both ends, so this fails unless the call
+    wrote them.)"""
+    ends = np.asarray(result).flat[[0, -1]].tolist()
+    if ends != [bps.size()] * 2:
+        raise SystemExit(f"wrong sum: {ends}")
 
 
 def main():
@@ -56,17 +65,21 @@ def main():
         t5 = now()
         result = ops._to_tensor(output)
         t6 = now()
-        if float(np.asarray(result)[-1]) != bps.size():
-            raise SystemExit(f"wrong sum: {float(np.asarray(result)[-1])}")
-        del result, output, array  # the pooled output is free again
+        check(result)
+        del result, output, array
+        poison_free_outputs(session)
         w0 = now()
         whole = bps.push_pull(x, average=False, name=name)
         w1 = now()
+        check(whole)
         del whole
+        poison_free_outputs(session)
         f0 = now()
         floor = session.push_pull_array(name, floor_input, False)
         f1 = now()
+        check(floor)
         del floor
+        poison_free_outputs(session)
         if it >= a.warmup:
             for k, d in zip(pieces, [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, w1 - w0, f1 - f0]):
                 times[k].append(d / 1000)

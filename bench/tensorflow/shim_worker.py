@@ -28,6 +28,7 @@ import ctypes
 import json
 import os
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -102,8 +103,22 @@ def capi_api():
 def poison_ends(array):
     """NaN at both ends of a float array that a sum is about to be written into, so that the check
     of its ends fails unless this call wrote them (only the ends: the check reads no more)."""
-    flat = array.reshape(-1)
-    flat[0] = flat[-1] = np.nan
+    array.flat[0] = array.flat[-1] = np.nan
+
+
+def poison_free_outputs(session):
+    """poison_ends on each of the session's pooled output arrays that no tensor holds any more (after
+    a call whose result was dropped, the one it used), so the next sum into it is checked for real;
+    stops the bench where the pool has arrays and none is free. A bench may reach into the package's
+    private parts: the pool is one."""
+    poisoned = 0
+    for arrays in session._outputs.values():
+        for array in arrays:
+            if sys.getrefcount(array) <= _session._FREE_REFS:  # output_array's test of a free one
+                poison_ends(array)
+                poisoned += 1
+    if poisoned == 0 and any(session._outputs.values()):
+        raise SystemExit("no pooled output was free after a call: the next sum would go unchecked")
 
 
 def _ends(array):
@@ -155,10 +170,10 @@ class CppReference:
 
     def seconds(self, workers, separate_output):
         result = self.sums if separate_output else self.data
-        if separate_output:  # in place, the C++ refill of the input with ones does this
+        if separate_output:  # in place, the C++ refill of the input with ones does this (with 2+ workers)
             poison_ends(result)
-        if self._timed(self._push_pull, self._worker._handle, self.tensor_id, self.data.ctypes.data, result.ctypes.data,
-                       self.data.size, ctypes.byref(self._ns)) != 0:
+        if self._timed(self._push_pull, self._worker._handle, self.tensor_id, self.data.ctypes.data,
+                       result.ctypes.data, self.data.size, ctypes.byref(self._ns)) != 0:
             raise SystemExit(f"C++ push_pull failed: {self._worker._lib.syncline_last_error().decode()}")
         if _ends(result) != (workers, workers):
             raise SystemExit(f"wrong C++ sum at {self.data.nbytes} bytes: {_ends(result)}")
@@ -182,7 +197,7 @@ def main():
     apis = {"tf": lambda: tf_api(False), "tf-graph": lambda: tf_api(True), "torch": torch_api, "capi": capi_api}
     bps, make, call, ends, refill = apis[a.api]()
     bps.init()
-    rank, workers = bps.rank(), bps.size()
+    rank, workers, session = bps.rank(), bps.size(), _session.current()
     for size in (int(s) for s in a.sizes.split(",")):
         xs = [make(size // 4) for _ in range(a.in_flight)]
         names = [f"bench.{a.api}.{size}.{t}" for t in range(a.in_flight)]
@@ -191,10 +206,11 @@ def main():
             start = time.perf_counter()
             outs = call(xs, names)
             seconds = time.perf_counter() - start
-            for out in outs:
-                if ends(out) != (workers, workers):
-                    raise SystemExit(f"wrong sum at {size} bytes: {ends(out)}")
+            wrong = [ends(out) for out in outs if ends(out) != (workers, workers)]  # (holds no result after)
+            if wrong:
+                raise SystemExit(f"wrong sum at {size} bytes: {wrong[0]}")
             del outs  # as a training step drops its gradients: their memory may serve the next call
+            poison_free_outputs(session)
             if refill:
                 refill(xs)
             return seconds
