@@ -33,7 +33,7 @@ import syncline.tensorflow as bps  # noqa: E402
 from syncline import _session  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shim_worker import CppReference, poison_ends, single_tensor_loop_options  # noqa: E402
+from shim_worker import CppReference, check_sum, poison_ends, single_tensor_loop_options  # noqa: E402
 
 
 def median_us(samples, warmup):
@@ -90,22 +90,19 @@ def main():
         if lib.syncline_push_pull(handle, tensor_id, data_at, sums_at, 0, 0):
             raise SystemExit(f"push_pull failed: {lib.syncline_last_error().decode()}")
 
-    def check_sum():
-        if sums[0] != workers or sums[-1] != workers:
-            raise SystemExit(f"wrong sum: {sums[0]}, {sums[-1]}")
-
     def prepare():  # untimed, as the C++ reference's refill
         data[:] = 1.0
         poison_ends(sums)
 
-    def timed(first, second=None):
+    def timed(*steps):
+        """Times the steps (call, pieces) one after the other; checks what they made after."""
         prepare()
         start = now()
-        made = (first(), second() if second else None)
+        made = [step() for step in steps]
         elapsed = now() - start
-        check_sum()
+        check_sum(sums, workers)
         for result in made:
-            if isinstance(result, tuple):
+            if result is not None:  # what pieces() made; call() makes nothing
                 check_pieces(result)
         return elapsed
 
@@ -119,7 +116,7 @@ def main():
         elif pause:
             time.sleep(pause)
         elapsed = timed_pieces()
-        check_sum()
+        check_sum(sums, workers)
         return elapsed
 
     variants = {"C++ into a second buffer": lambda: cpp.seconds(workers, True) * 1e9,
