@@ -9,37 +9,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/tsan_annotations.h"
 #include "summation/kernels.h"
-
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#endif
 
 namespace syncline {
 namespace {
-
-// oneTBB hands a slice to a worker thread, and reports the slice done to the
-// waiting caller, inside libtbb, which ThreadSanitizer does not instrument:
-// it would see the slices' writes to dst and the caller's later reads as
-// unordered (a false race on every element, and a slow one: TSan scans the
-// whole range for each). These tell it about the ordering oneTBB provides:
-// the caller publishes before the slices run, each slice publishes when it
-// is done, and the caller takes every slice's in once the call returns.
-// `token` is per call, so concurrent calls stay unordered to TSan, as they are.
-inline void TsanRelease(void* token) {
-#if defined(__SANITIZE_THREAD__)
-  __tsan_release(token);
-#else
-  (void)token;
-#endif
-}
-inline void TsanAcquire(void* token) {
-#if defined(__SANITIZE_THREAD__)
-  __tsan_acquire(token);
-#else
-  (void)token;
-#endif
-}
 
 constexpr size_t kCacheLine = 64;
 // Below this a slice costs more to hand to another thread than to sum.
@@ -91,7 +65,16 @@ void SummationEngine::ForEachSlice(const void* base, size_t elem_size, size_t nu
   }
   // Slice k is [k == 0 ? 0 : head + k*slice, min(n, head + (k+1)*slice)).
   auto begin_of = [&](size_t k) { return k == 0 ? size_t{0} : std::min(n, head + k * slice); };
-  char token = 0;  // its address names this call to TSan
+  // oneTBB hands a slice to a worker thread, and reports the slice done to
+  // the waiting caller, inside libtbb, which ThreadSanitizer does not
+  // instrument: it would see the slices' writes to dst and the caller's later
+  // reads as unordered (a false race on every element, and a slow one: TSan
+  // scans the whole range for each). The Tsan* calls tell it about the
+  // ordering oneTBB provides: the caller publishes before the slices run, each
+  // slice publishes when it is done, and the caller takes every slice's in
+  // once the call returns. `token` is per call, so concurrent calls stay
+  // unordered to TSan, as they are.
+  char token = 0;
   TsanRelease(&token);
   arena_->arena.execute([&] {
     tbb::parallel_for(

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/tsan_annotations.h"
+
 namespace syncline {
 namespace {
 constexpr uint64_t kAlign = 64;
@@ -53,6 +55,7 @@ Outbox::~Outbox() {
 
 void Outbox::ReclaimLocked() {
   while (!live_.empty() && layout_->released[live_.front().slot].load(std::memory_order_acquire) == 1) {
+    TsanAcquire(&layout_->released[live_.front().slot]);  // see Place
     layout_->released[live_.front().slot].store(0, std::memory_order_relaxed);
     free_slots_.push_back(live_.front().slot);
     live_.pop_front();
@@ -60,7 +63,24 @@ void Outbox::ReclaimLocked() {
   if (live_.empty()) head_ = 0;
 }
 
-std::optional<Outbox::Placement> Outbox::Place(size_t bytes) {
+std::optional<Outbox::Placement> Outbox::Place(const std::vector<Buffer>& payloads, uint64_t bytes) {
+  std::optional<Placement> placement = Reserve(bytes);
+  if (!placement) return placement;
+  uint8_t* out = placement->data;
+  for (const Buffer& b : payloads) {
+    if (b.size() > 0) std::memcpy(out, b.data(), b.size());
+    out += b.size();
+  }
+  // The copy runs outside mu_, so whoever places over these bytes next is
+  // ordered after it only through the receiver, which reads them and then
+  // sets the slot's release flag through its own mapping of the segment (in
+  // another process, or at another address in this one). ThreadSanitizer
+  // cannot connect that store to ReclaimLocked's load: this tells it.
+  TsanRelease(&layout_->released[placement->slot]);
+  return placement;
+}
+
+std::optional<Outbox::Placement> Outbox::Reserve(uint64_t bytes) {
   const uint64_t length = AlignUp(bytes > 0 ? bytes : 1);
   MutexLock lock(mu_);
   ReclaimLocked();

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/buffer.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "transport/shm/header_ring.h"
@@ -53,8 +54,9 @@ class Outbox {
   static Result<std::unique_ptr<Outbox>> Create(size_t bytes);
   ~Outbox();
 
-  // Room for `bytes` contiguous bytes, or nothing if the ring is full now.
-  std::optional<Placement> Place(size_t bytes) EXCLUDES(mu_);
+  // Copies `payloads` (`bytes` in all) into contiguous room in the segment,
+  // under a slot of their own, or returns nothing if the ring is full now.
+  std::optional<Placement> Place(const std::vector<Buffer>& payloads, uint64_t bytes) EXCLUDES(mu_);
   // Gives a placement back unused (as the receiver's release would).
   void Unplace(uint32_t slot);
   // Passes a header to the peer through the segment's ring; false if the
@@ -78,6 +80,8 @@ class Outbox {
     uint64_t length;
   };
   Outbox(int fd, uint8_t* base, uint64_t total);
+  // Room for `bytes` contiguous bytes, as Place.
+  std::optional<Placement> Reserve(uint64_t bytes) EXCLUDES(mu_);
   void ReclaimLocked() REQUIRES(mu_);
 
   const int fd_;

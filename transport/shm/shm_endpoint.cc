@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "common/log_limiter.h"
 #include "common/logging.h"
@@ -22,22 +21,17 @@ constexpr auto kFullPause = std::chrono::microseconds(50);
 
 void Pause() { std::this_thread::sleep_for(kFullPause); }
 
-// Points `ref` at `box` and copies the payload frames of `message` into a
-// placement; false if the outbox has no room now.
+// Copies the payload frames of `message` into `box` and points `ref` at
+// them; false if the outbox has no room now.
 bool PlacePayloads(Outbox& box, uint64_t bytes, Message& message, proto::ShmRef* ref) {
-  auto placement = box.Place(bytes);
+  auto placement = box.Place(message.payloads, bytes);
   if (!placement) return false;
   ref->set_pid(getpid());
   ref->set_fd(box.fd());
   ref->set_segment_bytes(box.segment_bytes());
   ref->set_slot(placement->slot);
   ref->set_offset(placement->offset);
-  uint8_t* out = placement->data;
-  for (const Buffer& b : message.payloads) {
-    std::memcpy(out, b.data(), b.size());
-    out += b.size();
-    ref->add_frame_lengths(b.size());
-  }
+  for (const Buffer& b : message.payloads) ref->add_frame_lengths(b.size());
   message.payloads.clear();  // releases the caller's memory now: the bytes are in the segment
   return true;
 }

@@ -1,5 +1,5 @@
-// Shared memory between colocated processes: the header ring on its own, and
-// ShmEndpoint over the loopback transport (both ends in this process, which
+// Shared memory between colocated processes: the header ring and the outbox's
+// reuse of released bytes on their own, and ShmEndpoint over the loopback transport (both ends in this process, which
 // opens its own segments through /proc/self like a peer would): payloads
 // through the segment, the switch of headers from the socket to the ring
 // without reordering, and what a full outbox does.
@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -76,6 +77,62 @@ TEST(HeaderRingTest, AWaitingReaderWakesOnAPost) {
   EXPECT_EQ(got, "hello");
   // Woken by the post, not by the 10 s timeout.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(9));
+}
+
+// A receiver gives a slot back through its own mapping of the segment (in a
+// job, from another process), and a sender thread other than the one that
+// filled it may place over the same bytes next. Below, the three threads are
+// ordered only through that hand-back and relaxed atomics, which order
+// nothing for ThreadSanitizer: under TSan this fails (a race between the two
+// copies) unless the outbox tells it about the hand-back. In every build it
+// checks that the released bytes are the ones reused, holding the new payload.
+TEST(OutboxTest, BytesAReceiverReleasedAreReusedByAnotherSenderThread) {
+  constexpr size_t kBytes = 4096;  // the whole data area: the second placement fits only once the first is released
+  auto made = Outbox::Create(kBytes);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  Outbox& box = **made;
+  auto peer = PeerSegment::Open(getpid(), box.fd(), box.segment_bytes());
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  std::atomic<int> stage{0};  // 1: first placed, 2: released, 3: second placed
+  std::atomic<bool> first_placed{false}, second_placed{false};
+  std::atomic<uint64_t> first_offset{0}, first_slot{0}, second_offset{0};
+  auto wait_for = [&](int s) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (stage.load(std::memory_order_relaxed) < s && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::yield();
+    return stage.load(std::memory_order_relaxed) >= s;
+  };
+  std::thread first([&] {
+    auto placed = box.Place({Pattern(kBytes, 1)}, kBytes);
+    if (placed) {
+      first_offset.store(placed->offset, std::memory_order_relaxed);
+      first_slot.store(placed->slot, std::memory_order_relaxed);
+    }
+    first_placed.store(placed.has_value(), std::memory_order_relaxed);
+    stage.store(1, std::memory_order_relaxed);
+    wait_for(3);  // alive (not joined) until the second copy is done
+  });
+  std::thread second([&] {
+    if (!wait_for(2)) return;
+    auto placed = box.Place({Pattern(kBytes, 2)}, kBytes);
+    if (placed) second_offset.store(placed->offset, std::memory_order_relaxed);
+    second_placed.store(placed.has_value(), std::memory_order_relaxed);
+    stage.store(3, std::memory_order_relaxed);
+  });
+  if (wait_for(1) && first_placed.load(std::memory_order_relaxed)) {
+    EXPECT_FALSE(box.Place({Pattern(kBytes, 9)}, kBytes).has_value()) << "placed over live bytes";
+    (*peer)->Release(static_cast<uint32_t>(first_slot.load(std::memory_order_relaxed)));
+  }
+  stage.store(2, std::memory_order_relaxed);
+  second.join();
+  stage.store(3, std::memory_order_relaxed);
+  first.join();
+  ASSERT_TRUE(first_placed.load());
+  ASSERT_TRUE(second_placed.load()) << "the released bytes were not reclaimed";
+  EXPECT_EQ(second_offset.load(), first_offset.load());
+  auto bytes = (*peer)->At(second_offset.load(), kBytes);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(std::memcmp(*bytes, Pattern(kBytes, 2).data(), kBytes), 0) << "the second payload is not what landed";
 }
 
 class ShmEndpointTest : public ::testing::Test {
