@@ -1,8 +1,9 @@
 // Shared memory between colocated processes: the header ring and the outbox's
-// reuse of released bytes on their own, and ShmEndpoint over the loopback transport (both ends in this process, which
-// opens its own segments through /proc/self like a peer would): payloads
-// through the segment, the switch of headers from the socket to the ring
-// without reordering, and what a full outbox does.
+// reuse of released bytes on their own, and ShmEndpoint over the loopback
+// transport (both ends in this process, which opens its own segments through
+// /proc/self like a peer would): payloads through the segment, the switch of
+// headers from the socket to the ring without reordering, and what a full
+// outbox does.
 #include "transport/shm/shm_endpoint.h"
 
 #include <gtest/gtest.h>
