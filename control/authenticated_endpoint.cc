@@ -6,8 +6,9 @@
 
 namespace syncline {
 
-AuthenticatedEndpoint::AuthenticatedEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<KeyRing> keys)
-    : inner_(std::move(inner)), keys_(std::move(keys)) {}
+AuthenticatedEndpoint::AuthenticatedEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<KeyRing> keys,
+                                             HoldLimits limits)
+    : inner_(std::move(inner)), keys_(std::move(keys)), limits_(limits) {}
 
 Result<std::string> AuthenticatedEndpoint::Listen(const std::string& address, Receiver receiver) {
   receiver_ = std::move(receiver);
@@ -54,10 +55,11 @@ void AuthenticatedEndpoint::Admit(Message&& m) {
     case KeyRing::Verdict::kRejected: return Drop(m, why);
     case KeyRing::Verdict::kUnknownSender: break;
   }
-  const uint64_t bytes = PayloadBytes(m);
+  // What holding it costs: its payload and its header (up to kMaxHeaderBytes each).
+  const uint64_t bytes = PayloadBytes(m) + m.header.ByteSizeLong();
   MutexLock lock(mu_);
   if (closed_) return;
-  if (held_.size() >= kMaxHeldMessages || held_bytes_ + bytes > kMaxHeldBytes) {
+  if (held_.size() >= limits_.messages || held_bytes_ + bytes > limits_.bytes) {
     ++unauthenticated_;
     SYNCLINE_LOG_WARN_LIMITED("dropping {} from node {}: {}, and {} messages ({} bytes) from unknown senders wait already",
                               proto::Op_Name(m.header.op()), m.header.sender(), why, held_.size(), held_bytes_);
@@ -106,6 +108,12 @@ std::unique_ptr<Endpoint> Authenticated(const std::string& job_token, std::uniqu
   auto ring = std::make_shared<KeyRing>();
   *keys = ring.get();
   return std::make_unique<AuthenticatedEndpoint>(std::move(inner), std::move(ring));
+}
+
+std::unique_ptr<Endpoint> NodeEndpoint(const Settings& settings, std::unique_ptr<Endpoint> transport, KeyRing** keys,
+                                       ShmEndpoint** shm) {
+  std::unique_ptr<Endpoint> authenticated = Authenticated(settings.job_token, std::move(transport), keys);
+  return WrapForSharedMemory(settings, std::move(authenticated), *keys, shm);
 }
 
 }  // namespace syncline

@@ -21,17 +21,25 @@
 
 #include "common/mutex.h"
 #include "control/key_ring.h"
+#include "common/settings.h"
+#include "transport/node_endpoint.h"
 #include "transport/transport.h"
 
 namespace syncline {
 
 class AuthenticatedEndpoint : public Endpoint {
  public:
-  // Messages and payload bytes from unknown senders held at most.
+  // Messages and bytes (headers and payloads) from unknown senders held at most.
   static constexpr size_t kMaxHeldMessages = 4096;
   static constexpr uint64_t kMaxHeldBytes = uint64_t{256} << 20;
+  struct HoldLimits {
+    size_t messages = kMaxHeldMessages;
+    uint64_t bytes = kMaxHeldBytes;
+  };
 
-  AuthenticatedEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<KeyRing> keys);
+  AuthenticatedEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<KeyRing> keys, HoldLimits limits);
+  AuthenticatedEndpoint(std::unique_ptr<Endpoint> inner, std::shared_ptr<KeyRing> keys)
+      : AuthenticatedEndpoint(std::move(inner), std::move(keys), HoldLimits{}) {}
 
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
   Status Connect(PeerId peer, const std::string& address) override;
@@ -51,6 +59,7 @@ class AuthenticatedEndpoint : public Endpoint {
 
   std::unique_ptr<Endpoint> inner_;
   std::shared_ptr<KeyRing> keys_;
+  const HoldLimits limits_;
   Receiver receiver_;
   mutable Mutex mu_;
   std::deque<Message> held_ GUARDED_BY(mu_);
@@ -66,5 +75,14 @@ class AuthenticatedEndpoint : public Endpoint {
 // AuthenticatedEndpoint; `*keys` is its key ring (null without a token).
 std::unique_ptr<Endpoint> Authenticated(const std::string& job_token, std::unique_ptr<Endpoint> inner,
                                         KeyRing** keys);
+
+// The endpoint stack of a server or worker: `transport`, Authenticated, and
+// outermost a ShmEndpoint when shared memory is on, so that a shared-memory
+// reference is acted on only once its sender is proven, and the messages
+// through a header ring (which bypass the authenticating layer) are signed and
+// checked with the same key ring. `*keys` and `*shm` are the layers (null
+// where absent).
+std::unique_ptr<Endpoint> NodeEndpoint(const Settings& settings, std::unique_ptr<Endpoint> transport, KeyRing** keys,
+                                       ShmEndpoint** shm);
 
 }  // namespace syncline

@@ -158,4 +158,10 @@ KeyRing::Verdict KeyRing::Verify(proto::Header* header, std::string* why, uint64
   return Verdict::kAccepted;
 }
 
+Status KeyRing::Check(proto::Header* header) {
+  std::string why;
+  if (Verify(header, &why) == Verdict::kAccepted) return Status::Ok();
+  return InvalidArgument(why);
+}
+
 }  // namespace syncline

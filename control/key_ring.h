@@ -21,11 +21,12 @@
 
 #include "common/mutex.h"
 #include "control/job_keys.h"
+#include "transport/header_authenticator.h"
 #include "transport/transport.h"
 
 namespace syncline {
 
-class KeyRing {
+class KeyRing : public HeaderAuthenticator {
  public:
   // Sequence numbers this far behind the newest accepted one from a peer are
   // still accepted once (transports that deliver a little out of order).
@@ -51,13 +52,16 @@ class KeyRing {
 
   // Stamps `header` (to `peer`) with a fresh sequence number and its MAC.
   // FailedPrecondition if there is no key for `peer`.
-  Status Sign(PeerId peer, proto::Header* header);
+  Status Sign(PeerId peer, proto::Header* header) override;
 
   enum class Verdict { kAccepted, kUnknownSender, kRejected };
   // Checks `header`'s proof; on kRejected (and kUnknownSender) `why` says why.
   // On kUnknownSender, `*checked_version` (if given) is the version() at
   // which the ring had no key for the sender: a later version may have one.
   Verdict Verify(proto::Header* header, std::string* why, uint64_t* checked_version = nullptr);
+  // Verify for a layer that cannot hold a message for later: an unknown
+  // sender is refused too (InvalidArgument with the reason).
+  Status Check(proto::Header* header) override;
 
  private:
   struct Exchange {

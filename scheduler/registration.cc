@@ -115,6 +115,9 @@ void Scheduler::AssignRanksAndPublish() {
                       -1);
     books.emplace_back(id, std::move(m));
   }
+  // Every node of the job has its key now: a message naming any other id is
+  // refused from here on, and what was held for such ids is dropped.
+  if (keys_) keys_->MarkComplete();
   for (auto& [id, m] : books) SendTo(id, std::move(m));
   SYNCLINE_LOG_INFO("all {} workers and {} servers registered; address book sent", settings_.num_workers,
                     settings_.num_servers);

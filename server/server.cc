@@ -37,7 +37,7 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
                std::string scheduler_address)
     : settings_(std::move(settings)),
       instruments_(metrics_),
-      endpoint_(Authenticated(settings_.job_token, WrapForSharedMemory(settings_, std::move(endpoint), &shm_), &keys_)),
+      endpoint_(NodeEndpoint(settings_, std::move(endpoint), &keys_, &shm_)),
       listen_address_(std::move(listen_address)),
       client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address), keys_),
       engine_(settings_.sum_threads),

@@ -15,27 +15,32 @@
 namespace syncline {
 
 // `*shm` is set to the wrapper (or null when shared memory is off).
+// `authenticator` signs and checks its header-ring messages (null in a job
+// without a token; see ShmEndpoint on why it wraps the authenticating layer).
 inline std::unique_ptr<Endpoint> WrapForSharedMemory(const Settings& settings, std::unique_ptr<Endpoint> inner,
-                                                     ShmEndpoint** shm) {
+                                                     HeaderAuthenticator* authenticator, ShmEndpoint** shm) {
   *shm = nullptr;
   if (!settings.shm) return inner;
   ShmOptions options;
   options.outbox_bytes = settings.shm_bytes;
-  auto wrapped = std::make_unique<ShmEndpoint>(std::move(inner), options);
+  auto wrapped = std::make_unique<ShmEndpoint>(std::move(inner), options, authenticator);
   *shm = wrapped.get();
   return wrapped;
 }
 
-// Marks colocated every peer in `peers` on this machine (same host identity)
-// that registered as reading shared memory: one running without it (shm off
-// in its settings, or an endpoint that is not a ShmEndpoint) would drop the
-// references as forged, and the sender would wait out its request timeout.
+// Marks colocated every peer in `peers` (the address book's) on this machine
+// (same host identity) that registered as reading shared memory, then tells
+// `shm` the list is complete: only these peers' references are honoured. One
+// running without shared memory (shm off in its settings, or an endpoint
+// that is not a ShmEndpoint) would drop the references as forged, and the
+// sender would wait out its request timeout.
 inline void MarkColocatedPeers(ShmEndpoint* shm, const std::vector<proto::NodeInfo>& peers) {
   if (shm == nullptr) return;
   const std::string me = HostIdentity();
-  if (me.empty()) return;
-  for (const auto& p : peers)
-    if (p.host_id() == me && p.shm()) shm->MarkColocated(p.id(), p.pid());
+  if (!me.empty())
+    for (const auto& p : peers)
+      if (p.host_id() == me && p.shm()) shm->MarkColocated(p.id(), p.pid());
+  shm->PeersComplete();
 }
 
 }  // namespace syncline

@@ -52,6 +52,12 @@ class EndpointCounters {
     MutexLock lock(mu_);
     ++stats_.messages_rejected;
   }
+  // Well-formed, but its proof of sender failed: also counted as rejected.
+  void Unauthenticated() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    ++stats_.messages_rejected;
+    ++stats_.messages_unauthenticated;
+  }
   EndpointStats Get() const EXCLUDES(mu_) {
     MutexLock lock(mu_);
     return stats_;

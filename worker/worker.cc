@@ -44,7 +44,7 @@ Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, con
       push_pull_seconds_(metrics_->AddHistogram("syncline_push_pull_seconds",
                                                "Time from a push_pull's start until its sum is back (or it failed)",
                                                ExponentialBuckets(1e-4, 4, 10))),
-      endpoint_(Authenticated(settings_.job_token, WrapForSharedMemory(settings_, std::move(endpoint), &shm_), &keys_)),
+      endpoint_(NodeEndpoint(settings_, std::move(endpoint), &keys_, &shm_)),
       client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address, keys_),
       kv_(endpoint_.get(), &client_, settings_.request_timeout_ms,
           [this](uint64_t bytes) { chunk_scheduler_->Release(bytes); }, *metrics_),

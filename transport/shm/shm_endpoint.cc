@@ -38,14 +38,36 @@ bool PlacePayloads(Outbox& box, uint64_t bytes, Message& message, proto::ShmRef*
 
 }  // namespace
 
-ShmEndpoint::ShmEndpoint(std::unique_ptr<Endpoint> inner, ShmOptions options)
-    : inner_(std::move(inner)), options_(options) {}
+ShmEndpoint::ShmEndpoint(std::unique_ptr<Endpoint> inner, ShmOptions options, HeaderAuthenticator* authenticator)
+    : inner_(std::move(inner)), options_(options), authenticator_(authenticator) {}
 
 ShmEndpoint::~ShmEndpoint() { Close(); }
 
 void ShmEndpoint::MarkColocated(PeerId peer, int32_t pid) {
   MutexLock lock(mu_);
   colocated_[peer] = pid;
+}
+
+void ShmEndpoint::PeersComplete() {
+  // Batch by batch, in arrival order: a sender's messages that come while a
+  // batch is delivered are still held (held_senders_), behind it.
+  for (;;) {
+    std::deque<Message> batch;
+    {
+      MutexLock lock(mu_);
+      if (held_.empty()) {
+        peers_complete_ = true;
+        held_senders_.clear();
+        return;
+      }
+      batch.swap(held_);
+    }
+    for (Message& m : batch) {
+      const PeerId sender = m.header.sender();
+      DeliverFromSocket(std::move(m));
+      CountSocketMessage(sender);
+    }
+  }
 }
 
 Result<std::string> ShmEndpoint::Listen(const std::string& address, Receiver receiver) {
@@ -60,6 +82,7 @@ void ShmEndpoint::Close() {
   {
     MutexLock lock(mu_);
     pollers.swap(pollers_);
+    held_.clear();
     for (auto& [key, segment] : mapped_) segment->ring().Detach();  // senders go back to the socket
   }
   socket_received_cv_.NotifyAll();
@@ -140,8 +163,8 @@ Status ShmEndpoint::SendThroughSocket(PeerId peer, SocketLane& lane, Message mes
 }
 
 bool ShmEndpoint::FitsTheRing(const Message& message) {
-  // The ShmRef (below) adds a few bytes to a header without one.
-  return message.header.ByteSizeLong() + 64 <= HeaderRing::kMaxRecordBytes;
+  // The ShmRef and the proof of sender (below) add a few bytes to a header without them.
+  return message.header.ByteSizeLong() + 128 <= HeaderRing::kMaxRecordBytes;
 }
 
 Status ShmEndpoint::PostThroughRing(PeerId peer, Route route, Message message, Deadline deadline) {
@@ -161,6 +184,13 @@ Status ShmEndpoint::PostThroughRing(PeerId peer, Route route, Message message, D
   }
   uint64_t bytes = 0;
   for (uint64_t l : ref->frame_lengths()) bytes += l;
+  if (authenticator_ != nullptr) {
+    // Last: the proof covers the whole header, the reference included.
+    if (Status signed_ = authenticator_->Sign(peer, &message.header); !signed_.ok()) {
+      if (has_payload) box.Unplace(ref->slot());
+      return signed_;
+    }
+  }
   const std::string record = EncodeHeader(message.header);
   while (!box.PostHeader(record)) {
     if (deadline.Expired()) {
@@ -175,8 +205,31 @@ Status ShmEndpoint::PostThroughRing(PeerId peer, Route route, Message message, D
 }
 
 void ShmEndpoint::OnSocketMessage(Message&& m) {
+  if (HoldUntilPeersComplete(m)) return;
   const PeerId sender = m.header.sender();
   DeliverFromSocket(std::move(m));
+  CountSocketMessage(sender);
+}
+
+bool ShmEndpoint::HoldUntilPeersComplete(Message& m) {
+  const PeerId sender = m.header.sender();
+  {
+    MutexLock lock(mu_);
+    if (peers_complete_) return false;
+    const bool unmarked_reference = m.header.has_shm() && !colocated_.count(sender);
+    if (!unmarked_reference && !held_senders_.count(sender)) return false;
+    if (held_.size() < kMaxHeldMessages) {
+      held_senders_.insert(sender);
+      held_.push_back(std::move(m));
+      return true;
+    }
+  }
+  Reject("node " + std::to_string(sender) + " sent a shared-memory reference before this node read its address book, "
+         "and " + std::to_string(kMaxHeldMessages) + " messages wait already");
+  return true;
+}
+
+void ShmEndpoint::CountSocketMessage(PeerId sender) {
   {
     MutexLock lock(mu_);
     ++socket_received_[sender];
@@ -198,11 +251,14 @@ Result<std::shared_ptr<PeerSegment>> ShmEndpoint::SegmentFor(const Message& m) {
   const proto::ShmRef& ref = m.header.shm();
   const PeerId sender = m.header.sender();
   MutexLock lock(mu_);
-  // A sender may use shared memory before this side has read the address
-  // book and marked it; the segment's own checks (it opens, has the magic
-  // and the size) are what make it acceptable. Once marked, the pid must match.
+  // Only a peer the address book names as sharing this machine, and only its
+  // own process's segments: nothing is opened for anyone else.
   auto peer = colocated_.find(sender);
-  if (peer != colocated_.end() && peer->second != ref.pid())
+  if (peer == colocated_.end())
+    return InvalidArgument("node " + std::to_string(sender) +
+                           " sent a shared-memory reference, but the address book does not name it as a peer on "
+                           "this machine that uses shared memory");
+  if (peer->second != ref.pid())
     return InvalidArgument("shared-memory message from node " + std::to_string(sender) + " names pid " +
                            std::to_string(ref.pid()) + ", not its own " + std::to_string(peer->second));
   auto& slot = mapped_[{ref.pid(), ref.fd()}];
@@ -265,22 +321,25 @@ void ShmEndpoint::Poll(std::shared_ptr<PeerSegment> segment, PeerId sender, int3
 
 void ShmEndpoint::HandleRingRecord(const std::string& record, const std::shared_ptr<PeerSegment>& segment,
                                    PeerId sender, int32_t pid, const std::string& where) {
-  // Whatever happens to a message with a payload, its region must go back to the sender.
+  // A record is acted on (its slot released included) only once it is proven
+  // to be the segment owner's: a malformed, forged or misplaced one is
+  // dropped as it is, and the owner never wrote it.
   const auto release_region = [&](const proto::Header& header) {
-    if (header.has_shm() && header.shm().frame_lengths_size() > 0) segment->Release(header.shm().slot());
+    if (header.shm().frame_lengths_size() > 0) segment->Release(header.shm().slot());
   };
   auto admitted = AdmitReceived(DecodeMessage(record.data(), record.size(), {}), own_, where);
-  if (!admitted) {
-    proto::Header header;
-    if (header.ParseFromArray(record.data(), static_cast<int>(record.size()))) release_region(header);
-    return;
-  }
+  if (!admitted) return;
   Message m = std::move(*admitted);
-  if (m.header.sender() != sender || !m.header.has_shm() || m.header.shm().pid() != pid) {
-    release_region(m.header);
+  if (authenticator_ != nullptr) {
+    if (Status proven = authenticator_->Check(&m.header); !proven.ok()) {
+      own_.Unauthenticated();
+      SYNCLINE_LOG_WARN_LIMITED("dropping {} in the {}: {}", proto::Op_Name(m.header.op()), where, proven.message());
+      return;
+    }
+  }
+  if (m.header.sender() != sender || !m.header.has_shm() || m.header.shm().pid() != pid)
     return Reject("a message in the " + where + " claims to come from node " + std::to_string(m.header.sender()) +
                   ", pid " + std::to_string(m.header.shm().pid()));
-  }
   AwaitSocketMessages(sender, m.header.shm().socket_messages_before());
   if (closed_.load()) return release_region(m.header);
   if (Status attached = AttachPayloads(m, segment); !attached.ok()) return Reject(attached.message());
@@ -320,6 +379,7 @@ EndpointStats ShmEndpoint::stats() const {
   s.messages_sent += own.messages_sent;
   s.messages_received += own.messages_received;
   s.messages_rejected += own.messages_rejected;
+  s.messages_unauthenticated += own.messages_unauthenticated;
   s.payload_bytes_sent += own.payload_bytes_sent;
   s.payload_bytes_received += own.payload_bytes_received;
   return s;

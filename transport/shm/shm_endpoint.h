@@ -22,18 +22,35 @@
 // never overtakes an earlier message of its own thread (several threads may
 // send to one peer at once; their messages interleave in some order).
 //
-// Thread-safety: as Endpoint; MarkColocated may be called at any time. The
-// Receiver is called from the inner transport's thread and from one poller
-// thread per colocated sender, possibly at once.
+// Trust: in a job with a token the ShmEndpoint sits outside the
+// authenticating endpoint (control/authenticated_endpoint.h), so a socket
+// message reaches it only once its sender is proven, and the proof covers its
+// shared-memory reference. Whole messages through a header ring bypass that
+// endpoint: they are signed and checked here, with the job's
+// HeaderAuthenticator, before anything in them is acted on. A reference is
+// honoured only from a sender marked colocated (the address book names it as
+// sharing this machine and reading shared memory), for that sender's own
+// process: no segment is mapped, no reader started and no slot released for
+// anyone else. Until PeersComplete, a reference from a sender not marked yet
+// (a peer that read its address book first) is held, with that sender's later
+// messages behind it; after, it is refused.
+//
+// Thread-safety: as Endpoint; MarkColocated and PeersComplete may be called
+// at any time. The Receiver is called from the inner transport's thread, from
+// one poller thread per colocated sender, possibly at once, and once from
+// PeersComplete's caller for the messages held until then.
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "common/mutex.h"
+#include "transport/header_authenticator.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
@@ -52,13 +69,21 @@ struct ShmOptions {
 
 class ShmEndpoint : public Endpoint {
  public:
-  ShmEndpoint(std::unique_ptr<Endpoint> inner, ShmOptions options = {});
+  // Messages held until PeersComplete, at most.
+  static constexpr size_t kMaxHeldMessages = 4096;
+
+  // `authenticator`: signs and checks the header-ring messages (null in a
+  // job without a token); it must outlive this endpoint.
+  ShmEndpoint(std::unique_ptr<Endpoint> inner, ShmOptions options = {}, HeaderAuthenticator* authenticator = nullptr);
   ~ShmEndpoint() override;
 
   // `peer` (process `pid`) shares this machine: send it payloads through
-  // shared memory. (Shared-memory messages are accepted from any sender
-  // whose segment opens; a marked sender must name its own pid.)
+  // shared memory, and accept its references to its own segments.
   void MarkColocated(PeerId peer, int32_t pid);
+  // Every colocated peer is marked: messages held for an unmarked sender are
+  // delivered (or refused, if it was not marked), and from now on a
+  // reference from a sender not marked is refused at once.
+  void PeersComplete() EXCLUDES(mu_);
 
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
   Status Connect(PeerId peer, const std::string& address) override { return inner_->Connect(peer, address); }
@@ -95,7 +120,10 @@ class ShmEndpoint : public Endpoint {
   Status PostThroughRing(PeerId peer, Route route, Message message, Deadline deadline);
   static bool FitsTheRing(const Message& message);
   void OnSocketMessage(Message&& m);
+  // Takes `m` into held_ if it must wait for PeersComplete; false if not.
+  bool HoldUntilPeersComplete(Message& m) EXCLUDES(mu_);
   void DeliverFromSocket(Message&& m);
+  void CountSocketMessage(PeerId sender) EXCLUDES(mu_);
   // The mapped segment a socket message's ShmRef names (opening it, and
   // starting its poller, the first time), after checking the sender's pid.
   Result<std::shared_ptr<PeerSegment>> SegmentFor(const Message& m) EXCLUDES(mu_);
@@ -111,6 +139,7 @@ class ShmEndpoint : public Endpoint {
 
   std::unique_ptr<Endpoint> inner_;
   const ShmOptions options_;
+  HeaderAuthenticator* const authenticator_;
   Receiver receiver_;
   mutable Mutex mu_;
   std::map<PeerId, int32_t> colocated_ GUARDED_BY(mu_);  // peer -> pid
@@ -122,6 +151,9 @@ class ShmEndpoint : public Endpoint {
   CondVar socket_received_cv_;
   std::map<PeerId, uint64_t> order_passed_ GUARDED_BY(mu_);  // socket counts already waited for
   std::vector<std::thread> pollers_ GUARDED_BY(mu_);
+  bool peers_complete_ GUARDED_BY(mu_) = false;
+  std::deque<Message> held_ GUARDED_BY(mu_);               // in arrival order
+  std::set<PeerId> held_senders_ GUARDED_BY(mu_);  // senders with a message held, until PeersComplete
   std::atomic<bool> closed_{false};
   // What the inner transport does not count: messages through the header
   // rings, payload bytes in segments whose header went through the socket,

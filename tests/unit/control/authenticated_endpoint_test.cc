@@ -182,6 +182,37 @@ TEST_F(AuthenticatedEndpointTest, HeldMessagesAreBounded) {
   EXPECT_EQ(b_in_.size(), 1u);
 }
 
+TEST(AuthenticatedHoldTest, HeldBytesCountTheHeaders) {
+  // Header-only messages from a sender not known yet: their headers alone
+  // must fill the bound (a flood of large headers, no payload at all).
+  LoopbackNetwork net;
+  auto keys = std::make_shared<KeyRing>();
+  AuthenticatedEndpoint b(net.CreateEndpoint(), keys, {.messages = 4096, .bytes = 1 << 20});
+  Collector b_in;
+  ASSERT_TRUE(b.Listen("loop://b", b_in.receiver()).ok());
+  auto stranger_end = net.CreateEndpoint();
+  ASSERT_TRUE(stranger_end->Connect(2, "loop://b").ok());
+  KeyRing stranger;
+  stranger.SetPeerKey(2, RandomKey());
+  constexpr size_t kHeaderBytes = 64 << 10;
+  constexpr size_t kSent = 40;  // 2.5 MiB of headers
+  for (size_t i = 0; i < kSent; ++i) {
+    Message m = MakeMessage(proto::ABORT, 7);
+    m.header.mutable_abort()->set_reason(std::string(kHeaderBytes, 'x'));
+    ASSERT_TRUE(stranger.Sign(2, &m.header).ok());
+    ASSERT_TRUE(stranger_end->Send(2, std::move(m), Soon()).ok());
+  }
+  const size_t fit = (1 << 20) / kHeaderBytes;  // 16, less a little for the rest of each header
+  ASSERT_TRUE(Eventually([&] {
+    const EndpointStats st = b.stats();
+    return st.messages_received + st.messages_unauthenticated >= kSent;  // all in: held or refused
+  }));
+  EXPECT_GE(b.stats().messages_unauthenticated, kSent - fit);
+  EXPECT_LE(b.stats().messages_unauthenticated, kSent - fit + 1);
+  EXPECT_EQ(b_in.size(), 0u);
+  b.Close();
+}
+
 TEST(AuthenticatedTest, WithoutATokenTheEndpointIsUnwrapped) {
   LoopbackNetwork net;
   KeyRing* keys = reinterpret_cast<KeyRing*>(1);

@@ -107,7 +107,12 @@ struct Node {
   std::unique_ptr<Endpoint> endpoint;
   Collector in;
   std::string address;
-  Status Send(PeerId peer, Message m, Deadline deadline) { return endpoint->Send(peer, std::move(m), deadline); }
+  // Sends `m` in this node's name (a shared-memory reference is honoured
+  // only from the colocated peer it names).
+  Status Send(PeerId peer, Message m, Deadline deadline) {
+    m.header.set_sender(id);
+    return endpoint->Send(peer, std::move(m), deadline);
+  }
   Status Connect(PeerId peer, const std::string& to) { return endpoint->Connect(peer, to); }
   EndpointStats stats() const { return endpoint->stats(); }
 };

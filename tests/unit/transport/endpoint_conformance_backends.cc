@@ -216,6 +216,7 @@ class ShmBackend : public ZmqBackend {
     auto* shm = dynamic_cast<ShmEndpoint*>(&e);
     ASSERT_NE(shm, nullptr);
     shm->MarkColocated(peer, getpid());
+    shm->PeersComplete();  // the suite's nodes know their peers from the start
   }
   std::unique_ptr<RawPeer> Raw(const std::string& address) override { return std::make_unique<ShmRawPeer>(address); }
 };

@@ -131,7 +131,7 @@ TEST_P(Conformance, LargeFramesArriveIntactAndInOrder) {
 
 TEST_P(Conformance, LargeHeadersArriveIntact) {
   StartPair();
-  Message book = MakeMessage(proto::ADDRESS_BOOK, 0);
+  Message book = MakeMessage(proto::ADDRESS_BOOK, 1);  // in a's name, as a_->Send sends it
   for (int i = 0; i < 2000; ++i) {
     proto::NodeInfo* n = book.header.mutable_address_book()->add_nodes();
     n->set_id(i);

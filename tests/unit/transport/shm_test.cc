@@ -138,20 +138,30 @@ TEST(OutboxTest, BytesAReceiverReleasedAreReusedByAnotherSenderThread) {
 
 class ShmEndpointTest : public ::testing::Test {
  protected:
-  // `b_receiver`, if given, is b's Receiver instead of b_in_'s.
-  void Start(ShmOptions options = {}, Endpoint::Receiver b_receiver = nullptr) {
+  // `b_receiver`, if given, is b's Receiver instead of b_in_'s. Unless
+  // `colocate` is false, each marks the other colocated, and that is all.
+  void Start(ShmOptions options = {}, Endpoint::Receiver b_receiver = nullptr, bool colocate = true) {
     a_ = std::make_unique<ShmEndpoint>(net_.CreateEndpoint(), options);
     b_ = std::make_unique<ShmEndpoint>(net_.CreateEndpoint(), options);
     ASSERT_TRUE(a_->Listen("loop://a", a_in_.receiver()).ok());
     ASSERT_TRUE(b_->Listen("loop://b", b_receiver ? std::move(b_receiver) : b_in_.receiver()).ok());
     ASSERT_TRUE(a_->Connect(2, "loop://b").ok());
     ASSERT_TRUE(b_->Connect(1, "loop://a").ok());
+    if (!colocate) return;
     a_->MarkColocated(2, getpid());
     b_->MarkColocated(1, getpid());
+    a_->PeersComplete();
+    b_->PeersComplete();
   }
 
   static Message Numbered(uint64_t n, size_t bytes) {
     Message m = testing::Push(n, {Pattern(bytes, static_cast<uint32_t>(n))});
+    m.header.set_request_id(n);
+    return m;
+  }
+
+  static Message HeaderOnly(uint64_t n) {
+    Message m = MakeMessage(proto::HEARTBEAT, 1);
     m.header.set_request_id(n);
     return m;
   }
@@ -306,6 +316,44 @@ TEST_F(ShmEndpointTest, AFullRingMakesSendWaitForItsDeadlineAndLosesNothingBefor
   std::vector<Message> got = b_in_.TakeAll();
   ASSERT_EQ(got.size(), first + accepted) << "the message that timed out must not arrive";
   for (uint64_t n = 0; n < accepted; ++n) ASSERT_EQ(got[first + n].header.request_id(), n);
+}
+
+TEST_F(ShmEndpointTest, AReferenceFromAPeerNotMarkedYetWaitsForTheAddressBookWithWhatFollowsIt) {
+  // a read its address book first (it marks b); b has not: a's reference,
+  // and a's messages after it, wait until b knows its peers, then arrive in order.
+  Start({}, nullptr, /*colocate=*/false);
+  a_->MarkColocated(2, getpid());
+  a_->PeersComplete();
+  ASSERT_TRUE(a_->Send(2, Numbered(0, 8192), Deadline::AfterMs(5000)).ok());
+  ASSERT_TRUE(a_->Send(2, Numbered(1, 16), Deadline::AfterMs(5000)).ok());
+  EXPECT_FALSE(b_in_.WaitFor(1, 200)) << "b acted on a reference before it knew whether a shares its machine";
+  b_->MarkColocated(1, getpid());
+  b_->PeersComplete();
+  ASSERT_TRUE(b_in_.WaitFor(2));
+  std::vector<Message> got = b_in_.TakeAll();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].header.request_id(), 0u);
+  EXPECT_EQ(got[1].header.request_id(), 1u);
+  ASSERT_EQ(got[0].payloads.size(), 1u);
+  EXPECT_EQ(std::memcmp(got[0].payloads[0].data(), Pattern(8192, 0).data(), 8192), 0);
+  EXPECT_EQ(b_->shm_stats().messages_received, 2u) << "both payloads came through the segment";
+}
+
+TEST_F(ShmEndpointTest, AReferenceFromAPeerTheAddressBookDoesNotColocateIsRefusedAndNothingIsMapped) {
+  Start({}, nullptr, /*colocate=*/false);
+  a_->MarkColocated(2, getpid());  // a believes b shares its machine; b's address book says otherwise
+  a_->PeersComplete();
+  ASSERT_TRUE(a_->Send(2, Numbered(0, 8192), Deadline::AfterMs(5000)).ok());
+  ASSERT_TRUE(a_->Send(2, HeaderOnly(1), Deadline::AfterMs(5000)).ok());
+  b_->PeersComplete();
+  ASSERT_TRUE(b_in_.WaitFor(1));
+  EXPECT_EQ(b_in_.at(0).header.request_id(), 1u) << "the message without a reference still arrives";
+  EXPECT_EQ(b_->stats().messages_rejected, 1u);
+  EXPECT_EQ(b_->shm_stats().messages_received, 0u);
+  // b never mapped a's segment, so it never attached the ring: a keeps the socket.
+  for (uint64_t n = 2; n < 6; ++n) ASSERT_TRUE(a_->Send(2, HeaderOnly(n), Deadline::AfterMs(5000)).ok());
+  ASSERT_TRUE(b_in_.WaitFor(5));
+  EXPECT_EQ(a_->shm_stats().ring_messages_sent, 0u);
 }
 
 TEST_F(ShmEndpointTest, CloseStopsThePollersAndNothingIsDeliveredAfter) {
