@@ -8,68 +8,13 @@
 
 #include <cerrno>
 #include <cstring>
-#include <deque>
-#include <functional>
 #include <thread>
-#include <vector>
 
 #include "common/logging.h"
-#include "common/mutex.h"
+#include "metrics/http_server.h"
 
 namespace syncline {
 namespace {
-
-// Serves connections on a few threads, and lets the library's accept loop
-// take a new connection only when one of a few queue places is free: extra
-// connections wait in the kernel's listen backlog, so a peer opening many
-// idle connections cannot use up this process's file descriptors (the
-// library's own pool queues every accepted socket).
-class BoundedPool final : public httplib::TaskQueue {
- public:
-  BoundedPool(size_t threads, size_t queue) : capacity_(queue) {
-    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
-  }
-
-  void enqueue(std::function<void()> fn) override {
-    MutexLock lock(mu_);
-    space_.Wait(mu_, [this]() REQUIRES(mu_) { return jobs_.size() < capacity_ || shutdown_; });
-    jobs_.push_back(std::move(fn));
-    ready_.NotifyOne();
-  }
-
-  void shutdown() override {
-    {
-      MutexLock lock(mu_);
-      shutdown_ = true;
-    }
-    ready_.NotifyAll();
-    space_.NotifyAll();
-    for (auto& t : threads_) t.join();
-  }
-
- private:
-  void Work() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        MutexLock lock(mu_);
-        ready_.Wait(mu_, [this]() REQUIRES(mu_) { return !jobs_.empty() || shutdown_; });
-        if (jobs_.empty()) return;  // shut down, every queued connection served
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-        space_.NotifyOne();
-      }
-      job();  // serves one connection, then closes it
-    }
-  }
-
-  const size_t capacity_;
-  Mutex mu_;
-  CondVar ready_, space_;
-  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
-  bool shutdown_ GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
-};
 
 // Why host:port cannot be bound, asked of the kernel directly (the HTTP
 // library only says that it failed).
@@ -93,18 +38,11 @@ std::string WhyBindFails(const std::string& host, int port) {
 Result<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const MetricsRegistry* registry,
                                                                  const std::string& host, int port) {
   std::unique_ptr<MetricsExporter> exporter(new MetricsExporter());
+  // HttpLimits' defaults: two scrapes at a time, one request per connection,
+  // which has 1 s to start and 2 s to end from its accept, 64 header lines
+  // and 8 KiB at most.
+  SYNCLINE_ASSIGN_OR_RETURN(exporter->http_, HttpServer::Create(HttpLimits{}));
   auto& http = exporter->http_;
-  http = std::make_unique<httplib::Server>();
-  // Two scrapes at a time are plenty (the library's default is a pool of 8+
-  // threads); connections close after each answer, and a client that sends
-  // nothing within a second is dropped (a scraper sends its request at once),
-  // so an idle connection neither holds a thread for long nor delays the
-  // exporter's stop.
-  http->new_task_queue = [] { return new BoundedPool(2, 4); };
-  http->set_keep_alive_max_count(1);
-  http->set_keep_alive_timeout(1);  // the wait for a request's first byte
-  http->set_read_timeout(1, 0);
-  http->set_write_timeout(1, 0);
   // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a
   // second process binds the same port silently and takes half the scrapes.
   http->set_socket_options([](socket_t sock) {
@@ -142,6 +80,9 @@ Result<std::unique_ptr<MetricsExporter>> MetricsExporter::FromSettings(const Set
 }
 
 MetricsExporter::~MetricsExporter() {
+  if (http_ == nullptr) return;
+  // Ends the waits of the connections being served and closes the queued ones.
+  http_->Shutdown();
   // stop() does nothing until the server thread is listening: ask again
   // until the thread has seen it.
   while (thread_.joinable() && !done_.load()) {

@@ -1,6 +1,8 @@
 // MetricsExporter: serves one MetricsRegistry over HTTP for Prometheus to
-// scrape (GET /metrics, text format 0.0.4), on a port of its own, from one
-// thread, until it is destroyed. cpp-httplib does the HTTP.
+// scrape (GET /metrics, text format 0.0.4), on a port of its own, until it is
+// destroyed. cpp-httplib does the HTTP, under the limits of HttpServer
+// (metrics/http_server.h): a port anyone may reach cannot keep its threads
+// busy, nor delay the exporter's destruction.
 //
 //   auto exporter = MetricsExporter::Start(&registry, "0.0.0.0", 9100);
 //   if (!exporter.ok()) return exporter.status();   // e.g. the port is in use
@@ -18,11 +20,9 @@
 #include "common/status.h"
 #include "metrics/registry.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace syncline {
+
+class HttpServer;
 
 class MetricsExporter {
  public:
@@ -33,7 +33,8 @@ class MetricsExporter {
   // From the settings: null (and OK) when metrics_port is 0 (off).
   static Result<std::unique_ptr<MetricsExporter>> FromSettings(const Settings& settings,
                                                                const MetricsRegistry* registry);
-  // Stops serving and joins its threads.
+  // Stops serving and joins its threads: at once, whatever its clients do
+  // (each connection's wait ends when the stop is signalled).
   ~MetricsExporter();
 
   int port() const { return port_; }
@@ -41,7 +42,7 @@ class MetricsExporter {
  private:
   MetricsExporter() = default;
 
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   std::thread thread_;
   std::atomic<bool> done_{false};  // the server thread has returned
   int port_ = 0;
