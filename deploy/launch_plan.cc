@@ -104,7 +104,7 @@ Result<Environment> BuildEnv(const Environment& parent, const EnvPlan& plan,
       if (refused == name) return InvalidArgument("--env " + name + ": " + why);
     if (plan.Controls(name))
       return InvalidArgument("--env " + name + ": pslaunch sets this itself; use its own option instead " +
-                             "(--workers, --servers, --port, --scheduler, --rank, --host, --token, --transport, "
+                             "(--workers, --servers, --port, --scheduler, --rank, --host, --token-file, --transport, "
                              "--metrics-port)");
   }
   Environment env = parent;

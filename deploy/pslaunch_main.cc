@@ -6,18 +6,27 @@
 //     pslaunch --hosts h1,h2,... | --hostfile FILE -w N -s M [options] -- <worker command...>
 //   multi-host (one process of a job per call):
 //     pslaunch --role scheduler|server|worker --scheduler HOST:PORT -w N -s M
-//              [--rank R] [--host ADDR] [--token T] [-- <worker command...>]
+//              [--rank R] [--host ADDR] [--token-file FILE] [-- <worker command...>]
+//
+// The job token comes from --token-file or --token (which `ps` shows to every
+// user of the host), else SYNCLINE_JOB_TOKEN; a local or --hosts job without
+// one draws a random one. It reaches the processes in their environment (over
+// ssh: on stdin), never on a command line.
 //
 // Every line the children print comes out on stdout prefixed with who printed
 // it; pslaunch's own notices go to stderr. See deploy/README.md for the exit
 // codes and the environment each child gets.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -63,6 +72,7 @@ struct Options {
   int rank = -1;
   std::string host;
   std::string token;
+  std::string token_file;
   int metrics_port = 0;
   std::string hosts;
   std::string hostfile;
@@ -111,8 +121,13 @@ void DefineOptions(CLI::App& app, Options& o) {
   auto* rank = app.add_option("--rank", o.rank, "Multi-host mode: this worker's or server's rank (default: assigned)")
                    ->check(CLI::Range(0, 65534));
   auto* host = app.add_option("--host", o.host, "Multi-host mode: the address this node advertises");
-  app.add_option("--token", o.token, "Job token (default: a random one for a local job; "
-                                     "SYNCLINE_JOB_TOKEN from the environment in multi-host mode)");
+  auto* token = app.add_option("--token", o.token,
+                               "Job token. Every user of this host sees it through ps: prefer --token-file or "
+                               "SYNCLINE_JOB_TOKEN. Default: SYNCLINE_JOB_TOKEN from the environment, else a "
+                               "random one (local and --hosts jobs)");
+  auto* token_file = app.add_option("--token-file", o.token_file,
+                                    "Read the job token from this file (all of it, less a final newline; "
+                                    "keep it readable by you only)");
   app.add_option("--metrics-port", o.metrics_port,
                  "Serve Prometheus metrics: a local job's scheduler on this port, its servers and workers on the "
                  "ports after it (printed); multi-host mode: this process on this port")
@@ -125,6 +140,7 @@ void DefineOptions(CLI::App& app, Options& o) {
   app.add_option("--ssh", o.ssh, "With --hosts: the ssh command and its options (default \"ssh\")");
   app.add_option("--ssh-port", o.ssh_port, "With --hosts: the port of the hosts' sshd (default: ssh's)")
       ->check(CLI::Range(1, 65535));
+  token->excludes(token_file);
   hosts->excludes(hostfile);
   hosts->excludes(role);
   hostfile->excludes(role);
@@ -150,6 +166,51 @@ Status CheckExecutable(const std::string& dir, const char* name) {
   if (access(path.c_str(), X_OK) == 0) return Status::Ok();
   return NotFound(std::string(name) + " not found (or not executable) in " + dir +
                   "; build it next to pslaunch or pass --bin-dir");
+}
+
+// The whole file less a final newline ("\n" or "\r\n"): a token written by
+// `openssl rand -hex 16 > FILE` or an editor reads back as typed.
+Result<std::string> ReadTokenFile(const std::string& path) {
+  constexpr size_t kMaxToken = 4096;
+  auto unreadable = [&path](const char* why) {
+    return InvalidArgument("--token-file " + path + ": cannot read the job token: " + why);
+  };
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return unreadable(std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return unreadable("not a regular file");
+  }
+  std::string token;
+  char buf[1024];
+  ssize_t n = 0;
+  while (token.size() <= kMaxToken && (n = read(fd, buf, sizeof(buf))) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    token.append(buf, static_cast<size_t>(n));
+  }
+  const int read_errno = errno;
+  close(fd);
+  if (n < 0) return unreadable(std::strerror(read_errno));
+  if (!token.empty() && token.back() == '\n') token.pop_back();
+  if (!token.empty() && token.back() == '\r') token.pop_back();
+  if (token.empty()) return InvalidArgument("--token-file " + path + ": the file is empty (no job token)");
+  if (token.size() > kMaxToken)
+    return InvalidArgument("--token-file " + path + ": longer than " + std::to_string(kMaxToken) +
+                           " bytes; a job token is one line");
+  if (token.find_first_of("\r\n") != std::string::npos)
+    return InvalidArgument("--token-file " + path + ": holds more than one line; a job token is one line");
+  return token;
+}
+
+// --token, else --token-file, else SYNCLINE_JOB_TOKEN from the environment;
+// empty when none is set (a local or --hosts job then draws one).
+Result<std::string> JobToken(const Options& o, const Environment& parent) {
+  if (!o.token_file.empty()) return ReadTokenFile(o.token_file);
+  if (!o.token.empty()) return o.token;
+  auto inherited = parent.find("SYNCLINE_JOB_TOKEN");
+  return inherited == parent.end() ? std::string() : inherited->second;
 }
 
 SupervisedProcess ToSupervised(PlannedProcess p) {
@@ -208,7 +269,7 @@ Result<std::vector<SupervisedProcess>> Plan(const Options& o, const Environment&
   shape.num_workers = o.workers;
   shape.num_servers = o.servers;
   shape.transport = o.transport;
-  shape.job_token = o.token;
+  SYNCLINE_ASSIGN_OR_RETURN(shape.job_token, JobToken(o, parent));
   shape.metrics_port = o.metrics_port;
   for (const auto& e : o.env) {
     SYNCLINE_ASSIGN_OR_RETURN(EnvAssignment a, ParseEnvAssignment(e));

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "test_util.h"
 
@@ -40,6 +42,7 @@ class PslaunchTest : public ::testing::Test {
     }
   }
   void TearDown() override {
+    for (const std::string& path : files_) unlink(path.c_str());
     for (const char* name : {"syncline-scheduler", "syncline-server"}) unlink((bin_dir_ + "/" + name).c_str());
     rmdir(bin_dir_.c_str());
   }
@@ -48,14 +51,48 @@ class PslaunchTest : public ::testing::Test {
                     const std::function<void(Process&, const std::string&)>& on_poll = {}) {
     std::vector<std::string> argv{PSLAUNCH_PATH, "--bin-dir", bin_dir_};
     argv.insert(argv.end(), args.begin(), args.end());
-    return testing::RunCaptured(ProcessSpec{argv, EnvWith(std::move(env))}, Millis(20000), on_poll);
+    Environment full = EnvWith({});
+    full.erase("SYNCLINE_JOB_TOKEN");  // a token in the shell running the tests would be the job's
+    for (auto& [k, v] : env) full[k] = v;
+    return testing::RunCaptured(ProcessSpec{argv, full}, Millis(20000), on_poll);
+  }
+
+  // A file in the test's directory holding `text`, readable by its owner only.
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    const std::string path = bin_dir_ + "/" + name;
+    std::ofstream(path) << text;
+    chmod(path.c_str(), 0600);
+    files_.push_back(path);
+    return path;
   }
 
   std::string bin_dir_;
+  std::vector<std::string> files_;
 };
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
+}
+
+std::string ReadProcFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// This user's processes whose command line, and whose environment, hold `text`.
+std::pair<std::vector<std::string>, int> ProcessesHolding(const std::string& text) {
+  std::vector<std::string> on_command_line;
+  int in_environment = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmdline = ReadProcFile(entry.path() / "cmdline");
+    if (Contains(cmdline, text)) on_command_line.push_back(pid + ": " + cmdline);
+    if (Contains(ReadProcFile(entry.path() / "environ"), "SYNCLINE_JOB_TOKEN=" + text + '\0')) ++in_environment;
+  }
+  return {on_command_line, in_environment};
 }
 
 TEST_F(PslaunchTest, LocalJobRunsEveryRoleWithItsEnvironment) {
@@ -150,6 +187,92 @@ TEST_F(PslaunchTest, MultiHostScheduler) {
   EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
   EXPECT_TRUE(Contains(r.out, "[scheduler] role=scheduler workers=4 servers=2 at=node1:9000 token=envtok rank=none"))
       << r.out;
+}
+
+// Issue 28: `--token` shows the token to every user through ps. From a file
+// (or the environment) it is on no command line: pslaunch's, the nodes' or
+// the worker's.
+TEST_F(PslaunchTest, TokenFromAFileIsOnNoCommandLine) {
+  const std::string token = "tok-from-file-5e1f";
+  const std::string file = WriteFile("token", token + "\n");
+  bool scanned = false;
+  std::pair<std::vector<std::string>, int> holders;
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--token-file", file, "--", "sh", "-c",
+                         "echo \"up tok=$SYNCLINE_JOB_TOKEN\"; sleep 30"},
+                        {{"FAKE_NODE_SECONDS", "30"}}, [&](Process& p, const std::string& out) {
+                          if (!scanned && Contains(out, "[worker 0] up")) {
+                            holders = ProcessesHolding(token);  // every process of the job is up
+                            kill(p.pid(), SIGINT);
+                            scanned = true;
+                          }
+                        });
+  ASSERT_TRUE(scanned) << r.out << r.err;
+  EXPECT_EQ(r.status.ShellCode(), 130) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker 0] up tok=" + token + "\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "[scheduler] role=scheduler workers=1 servers=1 at=127.0.0.1:")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "token=" + token + " rank=none")) << r.out;
+  EXPECT_EQ(holders.first, std::vector<std::string>{});
+  // The scheduler, the server and the worker (and the commands they started).
+  EXPECT_GE(holders.second, 3);
+}
+
+TEST_F(PslaunchTest, TokenFileWithWindowsLineEndAndMultiHostRole) {
+  const std::string file = WriteFile("token", "s3cret\r\n");
+  Captured r = Pslaunch({"--role", "worker", "--scheduler", "10.0.0.1:9000", "-w", "2", "-s", "1", "--token-file",
+                         file, "--", "sh", "-c", "printf '<%s>\\n' \"$SYNCLINE_JOB_TOKEN\""},
+                        {{"SYNCLINE_JOB_TOKEN", "from-env"}});  // the file wins
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker] <s3cret>\n")) << r.out;
+}
+
+// SYNCLINE_JOB_TOKEN is the job's token in a local job too (it used to be
+// replaced by a random one, leaving --token as the only way to choose it).
+TEST_F(PslaunchTest, LocalJobTakesTheTokenFromTheEnvironment) {
+  Captured r = Pslaunch({"-w", "1", "-s", "1", "--", "sh", "-c", "echo \"tok=$SYNCLINE_JOB_TOKEN\""},
+                        {{"SYNCLINE_JOB_TOKEN", "envtok-local"}});
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker 0] tok=envtok-local\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "token=envtok-local rank=none")) << r.out;
+  // --token still wins over the environment.
+  r = Pslaunch({"-w", "1", "-s", "1", "--token", "flag", "--", "sh", "-c", "echo \"tok=$SYNCLINE_JOB_TOKEN\""},
+               {{"SYNCLINE_JOB_TOKEN", "envtok-local"}});
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker 0] tok=flag\n")) << r.out;
+}
+
+TEST_F(PslaunchTest, TokenFileErrorsNameThePath) {
+  const std::string empty = WriteFile("empty", "\n");
+  const std::string two_lines = WriteFile("two", "a\nb\n");
+  const std::string missing = bin_dir_ + "/no-such-token";
+  const std::string given = WriteFile("token", "t\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> messages;
+  };
+  std::vector<Case> cases = {
+      {{"--token-file", missing}, {"--token-file " + missing, "No such file"}},
+      {{"--token-file", empty}, {"--token-file " + empty, "empty"}},
+      {{"--token-file", two_lines}, {"--token-file " + two_lines, "more than one line"}},
+      {{"--token-file", bin_dir_}, {"--token-file " + bin_dir_, "not a regular file"}},
+      {{"--token", "t", "--token-file", given}, {"excludes"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args{"-w", "1", "-s", "1"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", "true"});
+    Captured r = Pslaunch(args);
+    std::string joined;
+    for (const auto& a : c.args) joined += a + " ";
+    EXPECT_EQ(r.status.ShellCode(), 2) << joined << "\n" << r.out << r.err;
+    for (const auto& m : c.messages) EXPECT_TRUE(Contains(r.err, m)) << joined << "\n" << r.err;
+  }
+}
+
+TEST_F(PslaunchTest, HelpSaysTheTokenOptionIsVisibleInPs) {
+  Captured r = Pslaunch({"--help"});
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "--token-file")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "Every user of this host sees it through ps")) << r.out;
 }
 
 TEST_F(PslaunchTest, UsageErrors) {
