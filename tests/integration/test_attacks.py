@@ -1,0 +1,96 @@
+"""Attacks by a process outside the job (no token) against a live job: the job completes with
+exact sums, and every forged message is counted in syncline_dropped_messages_total.
+
+The outsider (bin/syncline-test-outsider, tests/integration/outsider.cc) knows only what any
+local user can list: the job's process ids, their shared-memory descriptors under /proc and their
+ports. docs/security.md names the test behind each promise."""
+import re
+import subprocess
+import time
+import urllib.request
+
+from conftest import BIN, free_port, transport_env
+
+OUTSIDER = str(BIN / "syncline-test-outsider")
+WORKERS = 3
+ROUNDS = 3000
+# tensor1's 400 KiB pushes go through shared memory (tensor0's 8 KiB ones too, after the first).
+ARGS = ["--rounds", str(ROUNDS), "--tensors", "fp32:2000,fp32:100000"]
+
+
+def dropped(metrics_port, reason="unauthenticated"):
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    m = re.search(r'^syncline_dropped_messages_total\{reason="' + reason + r'"\} (\S+)$', text, re.M)
+    assert m, text
+    return float(m.group(1))
+
+
+def wait_dropped(metrics_port, before, sent, timeout=60):
+    """The node's count of refused messages once it has taken in all `sent` (or at the deadline)."""
+    deadline = time.monotonic() + timeout
+    while (got := dropped(metrics_port) - before) < sent and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return got
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
+def outsider(*args):
+    proc = subprocess.run([OUTSIDER, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout
+    return int(re.search(r"outsider: (\d+) messages", proc.stdout).group(1))
+
+
+def start_job(cluster_factory):
+    c = cluster_factory(WORKERS, 1, **transport_env("shm"))
+    ports = {"server 0": free_port(), **{f"worker {r}": free_port() for r in range(WORKERS)}}
+    metrics = {name: free_port() for name in ports}
+    c.start_scheduler()
+    c.start_server(0, SYNCLINE_PORT=ports["server 0"], SYNCLINE_METRICS_PORT=metrics["server 0"])
+    for r in range(WORKERS):
+        name = f"worker {r}"
+        c.start_worker(r, ARGS, SYNCLINE_PORT=ports[name], SYNCLINE_METRICS_PORT=metrics[name])
+    for r in range(WORKERS):
+        assert c.wait_for_output(f"worker {r}", f"round 5/{ROUNDS}", timeout=120), c.output(f"worker {r}")
+    return c, ports, metrics
+
+
+def assert_job_completes_exactly(c):
+    codes = c.wait_all(timeout=300)
+    outputs = {name: c.output(name)[-3000:] for name in codes}
+    assert all(code == 0 for code in codes.values()), (codes, outputs)
+    for r in range(WORKERS):
+        assert f"done: {ROUNDS} rounds" in c.output(f"worker {r}"), outputs  # every round's sum checked exactly
+
+
+def test_references_to_the_jobs_shared_memory_open_nothing(cluster_factory):
+    """Headers naming every memfd of every job process, in the names of the job's nodes: before
+    issue 28 they made nodes map other peers' segments (stalling the job) and release slots whose
+    bytes were still unread (wrong sums)."""
+    c, ports, metrics = start_job(cluster_factory)
+    pids = [str(proc.pid) for name, (proc, _) in c.procs.items() if name != "scheduler"]
+    for name, port in ports.items():
+        before = dropped(metrics[name])
+        sent = outsider("--to", f"tcp://127.0.0.1:{port}", "--senders", WORKERS + 1,
+                        *[a for pid in pids for a in ("--segments-of", pid)])
+        assert sent > 0, "the outsider found no shared-memory segment to name"
+        assert wait_dropped(metrics[name], before, sent) == sent, name  # each one refused, none held or acted on
+    assert_job_completes_exactly(c)
+
+
+def test_heartbeats_from_ever_new_ids_leave_no_memory_behind(cluster_factory):
+    """Before issue 28, 300,000 such heartbeats grew a server by ~19 MiB for good (a record per
+    claimed sender, made before the proof was checked)."""
+    c, ports, metrics = start_job(cluster_factory)
+    server = c.procs["server 0"][0].pid
+    before_rss, before = rss_kib(server), dropped(metrics["server 0"])
+    sent = outsider("--to", f"tcp://127.0.0.1:{ports['server 0']}", "--fresh-senders", 300000)
+    assert wait_dropped(metrics["server 0"], before, sent) == sent
+    grown = rss_kib(server) - before_rss
+    assert grown < 6 * 1024, f"the server grew by {grown} KiB"
+    assert_job_completes_exactly(c)
