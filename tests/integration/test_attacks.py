@@ -5,7 +5,9 @@ The outsider (bin/syncline-test-outsider, tests/integration/outsider.cc) knows o
 local user can list: the job's process ids, their shared-memory descriptors under /proc and their
 ports. docs/security.md names the test behind each promise."""
 import re
+import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -60,8 +62,8 @@ def start_job(cluster_factory):
     return c, ports, metrics
 
 
-def assert_job_completes_exactly(c):
-    codes = c.wait_all(timeout=300)
+def assert_job_completes_exactly(c, timeout=300):
+    codes = c.wait_all(timeout=timeout)
     outputs = {name: c.output(name)[-3000:] for name in codes}
     assert all(code == 0 for code in codes.values()), (codes, outputs)
     for r in range(WORKERS):
@@ -94,3 +96,34 @@ def test_heartbeats_from_ever_new_ids_leave_no_memory_behind(cluster_factory):
     grown = rss_kib(server) - before_rss
     assert grown < 6 * 1024, f"the server grew by {grown} KiB"
     assert_job_completes_exactly(c)
+
+
+def trickle(port, stop, lines=600):
+    """A scraper that never finishes its request: one header line every 0.5 s (at most `lines`)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"GET /metrics HTTP/1.1\r\n")
+            for i in range(lines):
+                if stop.wait(0.5):
+                    return
+                s.sendall(f"X-Slow-{i}: 1\r\n".encode())
+    except OSError:
+        pass  # dropped by the node, as it should be
+
+
+def test_slow_scrapers_do_not_keep_a_finished_job_alive(cluster_factory):
+    """Before issue 28, six clients per metrics port trickling one header line every 0.5 s kept
+    every node from exiting after the job's work was done."""
+    c, ports, metrics = start_job(cluster_factory)
+    stop = threading.Event()
+    clients = [threading.Thread(target=trickle, args=(port, stop), daemon=True)
+               for port in metrics.values() for _ in range(6)]
+    for t in clients:
+        t.start()
+    try:
+        # The rest of the job takes seconds; the trickling would go on for 300 s.
+        assert_job_completes_exactly(c, timeout=90)
+    finally:
+        stop.set()
+        for t in clients:
+            t.join(timeout=10)

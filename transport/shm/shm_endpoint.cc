@@ -61,6 +61,7 @@ void ShmEndpoint::PeersComplete() {
         return;
       }
       batch.swap(held_);
+      held_bytes_ = 0;
     }
     for (Message& m : batch) {
       const PeerId sender = m.header.sender();
@@ -83,6 +84,7 @@ void ShmEndpoint::Close() {
     MutexLock lock(mu_);
     pollers.swap(pollers_);
     held_.clear();
+    held_bytes_ = 0;
     for (auto& [key, segment] : mapped_) segment->ring().Detach();  // senders go back to the socket
   }
   socket_received_cv_.NotifyAll();
@@ -93,13 +95,13 @@ ShmEndpoint::Route ShmEndpoint::RouteFor(PeerId peer) {
   MutexLock lock(mu_);
   auto& lane = lanes_[peer];
   if (!lane) lane = std::make_unique<SocketLane>();
-  if (!colocated_.count(peer)) return {nullptr, lane.get()};
+  if (!colocated_.count(peer) || no_outbox_.count(peer)) return {nullptr, lane.get()};
   auto& box = outboxes_[peer];
   if (!box) {
     auto made = Outbox::Create(options_.outbox_bytes);
     if (!made.ok()) {
       SYNCLINE_LOG_WARN("no shared memory for peer {} ({}); using the socket", peer, made.status().message());
-      colocated_.erase(peer);
+      no_outbox_.insert(peer);  // still colocated: its own references are honoured
       return {nullptr, lane.get()};
     }
     box = std::move(made).value();
@@ -218,14 +220,18 @@ bool ShmEndpoint::HoldUntilPeersComplete(Message& m) {
     if (peers_complete_) return false;
     const bool unmarked_reference = m.header.has_shm() && !colocated_.count(sender);
     if (!unmarked_reference && !held_senders_.count(sender)) return false;
-    if (held_.size() < kMaxHeldMessages) {
+    const uint64_t bytes = PayloadBytes(m) + m.header.ByteSizeLong();
+    if (held_.size() < kMaxHeldMessages && held_bytes_ + bytes <= kMaxHeldBytes) {
       held_senders_.insert(sender);
+      held_bytes_ += bytes;
       held_.push_back(std::move(m));
       return true;
     }
   }
-  Reject("node " + std::to_string(sender) + " sent a shared-memory reference before this node read its address book, "
-         "and " + std::to_string(kMaxHeldMessages) + " messages wait already");
+  Reject("a message from node " + std::to_string(sender) + " came before this node read its address book, behind a "
+         "shared-memory reference, and " + std::to_string(kMaxHeldMessages) + " messages or " +
+         std::to_string(kMaxHeldBytes >> 20) + " MiB wait already");
+  CountSocketMessage(sender);  // a ring message that names it must not wait for it
   return true;
 }
 
@@ -380,6 +386,8 @@ EndpointStats ShmEndpoint::stats() const {
   s.messages_received += own.messages_received;
   s.messages_rejected += own.messages_rejected;
   s.messages_unauthenticated += own.messages_unauthenticated;
+  // A header-ring record that failed its check was counted as received when it was read.
+  s.messages_received -= std::min(s.messages_received, own.messages_unauthenticated);
   s.payload_bytes_sent += own.payload_bytes_sent;
   s.payload_bytes_received += own.payload_bytes_received;
   return s;

@@ -69,8 +69,9 @@ struct ShmOptions {
 
 class ShmEndpoint : public Endpoint {
  public:
-  // Messages held until PeersComplete, at most.
+  // Messages, and bytes (headers and payloads), held until PeersComplete at most.
   static constexpr size_t kMaxHeldMessages = 4096;
+  static constexpr uint64_t kMaxHeldBytes = uint64_t{256} << 20;
 
   // `authenticator`: signs and checks the header-ring messages (null in a
   // job without a token); it must outlive this endpoint.
@@ -154,6 +155,8 @@ class ShmEndpoint : public Endpoint {
   bool peers_complete_ GUARDED_BY(mu_) = false;
   std::deque<Message> held_ GUARDED_BY(mu_);               // in arrival order
   std::set<PeerId> held_senders_ GUARDED_BY(mu_);  // senders with a message held, until PeersComplete
+  uint64_t held_bytes_ GUARDED_BY(mu_) = 0;
+  std::set<PeerId> no_outbox_ GUARDED_BY(mu_);  // colocated, but this side could not make an outbox: socket only
   std::atomic<bool> closed_{false};
   // What the inner transport does not count: messages through the header
   // rings, payload bytes in segments whose header went through the socket,
