@@ -6,6 +6,7 @@
 #include "control/job_keys.h"
 #include "scheduler/scheduler.h"
 #include "transport/factory.h"
+#include "transport/wire.h"
 
 namespace {
 // ZeroMQ binds interface addresses, not host names: bind all interfaces when
@@ -23,6 +24,8 @@ int main() {
     // Listens on ZeroMQ TCP whatever the data plane; reaches ucx:// nodes over UCX.
     syncline::TransportSecurity security{s.encrypt, ""};
     if (s.encrypt) security.curve_secret_key = syncline::SchedulerCurveSecretKey(syncline::JobKey(s.job_token));
+    // Control traffic only: no frame it takes is larger than a header (and UCX's framing of one).
+    security.max_frame_bytes = syncline::kMaxHeaderBytes + 4096;
     auto endpoint = syncline::CreateEndpoint("tcp", security);
     if (!endpoint.ok()) return endpoint.status().WithContext("scheduler");
     syncline::Scheduler scheduler(s, std::move(endpoint).value());

@@ -21,6 +21,7 @@ Result<std::unique_ptr<Endpoint>> CreateBackend(const std::string& scheme, const
     ZmqOptions options;
     options.curve = security.encrypt;
     options.curve_secret_key = security.curve_secret_key;
+    if (security.max_frame_bytes > 0) options.max_message_bytes = security.max_frame_bytes;
     return CreateZmqEndpoint(options);
   }
   if (scheme == "ucx" && security.encrypt)
@@ -28,7 +29,9 @@ Result<std::unique_ptr<Endpoint>> CreateBackend(const std::string& scheme, const
                            "SYNCLINE_ENCRYPT=1");
   if (scheme == "ucx") {
 #if SYNCLINE_HAVE_UCX
-    return CreateUcxEndpoint();
+    UcxOptions options;
+    if (security.max_frame_bytes > 0) options.max_message_bytes = security.max_frame_bytes;
+    return CreateUcxEndpoint(options);
 #else
     return Unavailable("this build of Syncline has no UCX transport (it was built without libucx-dev); "
                        "use SYNCLINE_TRANSPORT=tcp, or rebuild with UCX");

@@ -10,12 +10,17 @@
 
 namespace syncline {
 
-// Encryption of a node's traffic (Settings::encrypt).
+// Encryption of a node's traffic (Settings::encrypt), and what it accepts
+// before knowing who sent it.
 struct TransportSecurity {
   bool encrypt = false;
   // 32 raw bytes: the CURVE secret key to listen with (the scheduler's,
   // derived from the job token); empty: a random one.
   std::string curve_secret_key;
+  // A received frame (header or payload) larger than this is refused by the
+  // backend before it is buffered (ZeroMQ drops the connection; UCX refuses
+  // the message before allocating). 0: the backends' own limit (16 GiB).
+  int64_t max_frame_bytes = 0;
 };
 
 // An endpoint that listens with `transport`'s backend (started at once, so a

@@ -36,9 +36,10 @@ def wait_dropped(metrics_port, before, sent, timeout=60):
     return got
 
 
-def rss_kib(pid):
+def rss_kib(pid, field="VmRSS"):
+    """The process's resident memory now (VmRSS) or at its peak so far (VmHWM), in KiB."""
     with open(f"/proc/{pid}/status") as f:
-        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+        return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1))
 
 
 def outsider(*args):
@@ -127,3 +128,15 @@ def test_slow_scrapers_do_not_keep_a_finished_job_alive(cluster_factory):
         stop.set()
         for t in clients:
             t.join(timeout=10)
+
+
+def test_a_huge_frame_to_the_scheduler_is_never_buffered(cluster_factory):
+    """The scheduler takes only headers (at most 1 MiB): its socket refuses a larger frame as it
+    arrives. Before issue 28 it buffered up to 16 GiB from anyone, then dropped it."""
+    c, ports, metrics = start_job(cluster_factory)
+    scheduler = c.procs["scheduler"][0].pid
+    peak = rss_kib(scheduler, "VmHWM")
+    outsider("--to", f"tcp://127.0.0.1:{c.port}", "--big-frame-mib", 256)
+    grown = rss_kib(scheduler, "VmHWM") - peak
+    assert grown < 64 * 1024, f"the scheduler's peak memory grew by {grown} KiB"
+    assert_job_completes_exactly(c)
