@@ -7,7 +7,8 @@
 //   --segments-of PID  headers naming each memfd of PID: heartbeats that ask
 //                      the receiver to map it, pushes naming slots with an
 //                      offset out of range (a reader releases such a slot);
-//   --fresh-senders N  N heartbeats, each in the name of a new node id;
+//   --fresh-senders N  N heartbeats, each in the name of a new node id
+//                      (from --first-sender on);
 //   --big-frame-mib N  one push whose payload frame is N MiB.
 // It exits 0 once every message is queued and flushed (it cannot tell what
 // the receiver did: the test asks the job).
@@ -78,6 +79,8 @@ int Run(int argc, char** argv) {
   app.add_option("--segments-of", pids, "Process ids whose memfds to name");
   app.add_option("--fresh-senders", fresh, "Heartbeats, each in the name of a new node id");
   app.add_option("--senders", senders, "Node ids 1..N to speak for with --segments-of");
+  int first_sender = 100000;
+  app.add_option("--first-sender", first_sender, "The node id of the first of --fresh-senders");
   int big_mib = 0;
   app.add_option("--big-frame-mib", big_mib, "One push whose payload frame is this many MiB");
   CLI11_PARSE(app, argc, argv);
@@ -104,7 +107,7 @@ int Run(int argc, char** argv) {
       }
     }
   }
-  for (int i = 0; i < fresh; ++i) send(MakeMessage(proto::HEARTBEAT, 100000 + i));
+  for (int i = 0; i < fresh; ++i) send(MakeMessage(proto::HEARTBEAT, first_sender + i));
   if (big_mib > 0) {
     Message big = MakeMessage(proto::PUSH, 1);
     big.header.set_dtype(proto::FLOAT32);
