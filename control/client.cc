@@ -73,6 +73,12 @@ Status SchedulerClient::Join(const std::string& my_address, bool shm) {
   body->set_host_id(HostIdentity());
   body->set_pid(getpid());
   body->set_shm(shm);
+  if (keys_ != nullptr) {
+    // This first REGISTER asks for the scheduler's challenge; the node joins
+    // with a second one that carries it back (Handle: REGISTER_CHALLENGE).
+    MutexLock lock(mu_);
+    registration_ = *body;
+  }
   SYNCLINE_RETURN_IF_ERROR(Send(std::move(reg)));
   SYNCLINE_RETURN_IF_ERROR(WaitForJobStart());
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
@@ -140,7 +146,7 @@ bool SchedulerClient::Handle(const Message& m) {
   switch (h.op()) {
     case proto::ADDRESS_BOOK: case proto::HEARTBEAT_ACK: case proto::BARRIER_RELEASE: case proto::DECLARE_REPLY:
     case proto::SHUTDOWN: case proto::ABORT: case proto::WORKER_FINISHED: case proto::WORKER_AT_BARRIER:
-    case proto::PLACEMENT:
+    case proto::PLACEMENT: case proto::REGISTER_CHALLENGE:
       if (h.sender() != kSchedulerPeer) {
         SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}: only the scheduler sends it", proto::Op_Name(h.op()), h.sender());
         return true;
@@ -165,6 +171,17 @@ bool SchedulerClient::Handle(const Message& m) {
         if (n.id() == my_id_) my_rank_ = n.rank();
       break;
     case proto::HEARTBEAT_ACK: break;
+    case proto::REGISTER_CHALLENGE: {
+      // Answered once: the scheduler refuses a second registration of a nonce.
+      if (!registration_ || book_) return true;
+      Message reg = MakeMessage(proto::REGISTER, -1);
+      *reg.header.mutable_register_body() = std::move(*registration_);
+      registration_.reset();
+      reg.header.mutable_register_body()->set_challenge(h.register_body().challenge());
+      lock.Unlock();
+      if (Status st = Send(std::move(reg)); !st.ok()) SYNCLINE_LOG_WARN("answering the scheduler's challenge: {}", st.message());
+      return true;
+    }
     case proto::BARRIER_RELEASE: released_[{h.barrier().group(), h.barrier().sequence()}] = true; break;
     case proto::DECLARE_REPLY: declared_[h.declare_reply().name()] = h.declare_reply(); break;
     case proto::SHUTDOWN: shutdown_ = true; break;

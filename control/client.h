@@ -105,6 +105,9 @@ class SchedulerClient {
   mutable Mutex mu_;
   CondVar cv_;
   std::optional<proto::AddressBook> book_ GUARDED_BY(mu_);
+  // A job with a token: what this node registers with, until it answers the
+  // scheduler's challenge with it.
+  std::optional<proto::Register> registration_ GUARDED_BY(mu_);
   std::optional<Status> aborted_ GUARDED_BY(mu_);
   bool shutdown_ GUARDED_BY(mu_) = false;
   std::map<std::pair<int, uint64_t>, bool> released_ GUARDED_BY(mu_);

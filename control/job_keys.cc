@@ -89,6 +89,11 @@ bool MacMatches(const SecretKey& key, std::string_view bytes, std::string_view m
                           reinterpret_cast<const unsigned char*>(mac.data())) == 0;
 }
 
+bool SameSecret(std::string_view a, std::string_view b) {
+  EnsureSodium();
+  return a.size() == b.size() && sodium_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 std::string Seal(const SecretKey& key, std::string_view plain) {
   EnsureSodium();
   std::string out(crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES + plain.size(), '\0');

@@ -28,6 +28,8 @@ namespace syncline {
 using SecretKey = std::array<uint8_t, 32>;
 
 constexpr size_t kRegistrationNonceBytes = 24;
+// The scheduler's fresh challenge to each registration (proto Register.challenge).
+constexpr size_t kRegistrationChallengeBytes = 24;
 constexpr size_t kMacBytes = 16;
 
 // Derives the job key from the token (any length, not empty).
@@ -49,6 +51,9 @@ SecretKey RandomKey();
 // A kMacBytes tag of `bytes` under `key`, and its constant-time check.
 std::string Mac(const SecretKey& key, std::string_view bytes);
 bool MacMatches(const SecretKey& key, std::string_view bytes, std::string_view mac);
+
+// Whether `a` and `b` hold the same bytes, in time independent of where they differ.
+bool SameSecret(std::string_view a, std::string_view b);
 
 // Encrypts and authenticates `plain` for the holder of `key` (a random
 // nonce travels in front of the ciphertext); Open undoes it or fails.

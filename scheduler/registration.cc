@@ -12,6 +12,10 @@ namespace syncline {
 namespace {
 
 const auto kSendDeadline = Millis(2000);
+// Registrations waiting for their challenge at most: this many per node of
+// the job, plus a few.
+constexpr size_t kChallengedPerNode = 2;
+constexpr size_t kChallengedExtra = 16;
 
 }  // namespace
 
@@ -42,7 +46,27 @@ void Scheduler::OnRegister(const Message& m) {
                   (r.role() == proto::WORKER ? "workers" : "servers") + " (" + std::to_string(limit) + ")");
   if (CountRole(r.role()) >= limit)
     return reject("the job already has " + std::to_string(limit) + " " + proto::Role_Name(r.role()) + "s");
-  const int32_t id = next_id_++;
+  int32_t id;
+  if (keys_) {
+    // The token alone does not make a registration fresh: one recorded in an
+    // earlier job with the same token proves it too. It must carry back the
+    // challenge this scheduler sent to its nonce.
+    auto it = challenged_.find(nonce);
+    if (r.challenge().empty()) return Challenge(m);
+    if (it == challenged_.end() || !SameSecret(r.challenge(), it->second.challenge)) {
+      stale_registrations_.fetch_add(1, std::memory_order_relaxed);
+      rejected_registrations_.Add();
+      SYNCLINE_LOG_WARN_LIMITED("dropping a registration of a {} at {}: its challenge was not issued by this "
+                                "scheduler (recorded in an earlier job with the same token, or replayed)",
+                                proto::Role_Name(r.role()), r.address());
+      return;
+    }
+    id = it->second.id;  // connected, and its key set, when challenged
+    challenged_.erase(it);
+  } else {
+    id = next_id_++;
+    if (Status st = endpoint_->Connect(id, r.address()); !st.ok()) return reject(st.message());
+  }
   Node node;
   node.info.set_id(id);
   node.info.set_role(r.role());
@@ -54,8 +78,6 @@ void Scheduler::OnRegister(const Message& m) {
   node.info.set_shm(r.shm());
   node.last_seen = Clock::now();
   node.nonce = nonce;
-  if (Status st = endpoint_->Connect(id, r.address()); !st.ok()) return reject(st.message());
-  if (keys_) keys_->SetPeerKey(id, NodeKey(JobKey(settings_.job_token), nonce));
   nodes_[id] = node;
   SYNCLINE_LOG_INFO("registered {} at {} as node {} ({} of {} workers, {} of {} servers)",
                     proto::Role_Name(r.role()), r.address(), id, CountRole(proto::WORKER), settings_.num_workers,
@@ -63,6 +85,34 @@ void Scheduler::OnRegister(const Message& m) {
   if (CountRole(proto::WORKER) == static_cast<size_t>(settings_.num_workers) &&
       CountRole(proto::SERVER) == static_cast<size_t>(settings_.num_servers))
     AssignRanksAndPublish();
+}
+
+void Scheduler::Challenge(const Message& m) {
+  const std::string& nonce = m.header.auth().nonce();
+  auto it = challenged_.find(nonce);
+  if (it == challenged_.end()) {
+    // Each entry is a connection to the address a token holder named; a
+    // replay of many recorded registrations cannot make more than this.
+    const size_t limit = kChallengedPerNode * (settings_.num_workers + settings_.num_servers) + kChallengedExtra;
+    if (challenged_.size() >= limit) {
+      rejected_registrations_.Add();
+      SYNCLINE_LOG_WARN_LIMITED("dropping a registration from {}: {} registrations already wait for their challenge",
+                                m.header.register_body().address(), challenged_.size());
+      return;
+    }
+    const int32_t id = next_id_++;
+    keys_->SetPeerKey(id, NodeKey(JobKey(settings_.job_token), nonce));
+    if (Status st = endpoint_->Connect(id, m.header.register_body().address()); !st.ok()) {
+      rejected_registrations_.Add();
+      SYNCLINE_LOG_WARN_LIMITED("cannot answer a registration from {}: {}", m.header.register_body().address(),
+                                st.message());
+      return;
+    }
+    it = challenged_.emplace(nonce, Challenged{id, RandomBytes(kRegistrationChallengeBytes)}).first;
+  }
+  Message challenge = MakeMessage(proto::REGISTER_CHALLENGE, kSchedulerId);
+  challenge.header.mutable_register_body()->set_challenge(it->second.challenge);
+  SendTo(it->second.id, std::move(challenge));
 }
 
 void Scheduler::AssignRanksAndPublish() {

@@ -46,7 +46,12 @@ void Scheduler::AddMetrics() {
   using Series = std::vector<std::pair<MetricLabels, double>>;
   AddProcessMetrics(metrics_);
   AddNodeInfo(metrics_, "scheduler", -1);
-  AddDroppedMessages(metrics_, [this] { const EndpointStats s = endpoint_->stats(); return std::pair{s.messages_malformed(), s.messages_unauthenticated}; });
+  // A registration recorded in an earlier job proves the token but not that
+  // it is fresh: it counts as unauthenticated.
+  AddDroppedMessages(metrics_, [this] {
+    const EndpointStats s = endpoint_->stats();
+    return std::pair{s.messages_malformed(), s.messages_unauthenticated + stale_registrations_.load()};
+  });
   metrics_.AddCollector("syncline_heartbeat_age_seconds", "Time since the scheduler last heard from each peer", [this] {
     Series series;
     MutexLock lock(mu_);

@@ -9,6 +9,7 @@
 // (sends included).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,6 +75,9 @@ class Scheduler {
 
   void Handle(Message&& message) EXCLUDES(mu_);
   void OnRegister(const Message& m) REQUIRES(mu_);
+  // A job with a token: sends the registering node (by its nonce) a fresh
+  // challenge, which its next REGISTER must carry back (registration.cc).
+  void Challenge(const Message& m) REQUIRES(mu_);
   void OnBarrier(const Message& m) REQUIRES(mu_);
   void OnDeclare(const Message& m) REQUIRES(mu_);
   void OnFinish(const Message& m) REQUIRES(mu_);
@@ -117,6 +121,16 @@ class Scheduler {
   CondVar done_cv_;
   std::optional<Status> outcome_ GUARDED_BY(mu_);  // set once the job ended
   std::map<int32_t, Node> nodes_ GUARDED_BY(mu_);
+  // Registrations sent a challenge and not answered yet, by nonce: the node
+  // id they will get and the challenge.
+  struct Challenged {
+    int32_t id = 0;
+    std::string challenge;
+  };
+  std::map<std::string, Challenged> challenged_ GUARDED_BY(mu_);
+  // Registrations that proved the token but answered no challenge of this
+  // scheduler (recorded in an earlier job): counted as unauthenticated.
+  std::atomic<uint64_t> stale_registrations_{0};
   int32_t next_id_ GUARDED_BY(mu_) = 1;
   bool published_ GUARDED_BY(mu_) = false;  // address book sent
   std::map<std::pair<int, uint64_t>, std::set<int32_t>> barriers_ GUARDED_BY(mu_);

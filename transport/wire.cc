@@ -54,7 +54,8 @@ bool CarriesPayload(proto::Op op) { return op == proto::PUSH || op == proto::PUL
 // The body a control op must carry, or 0 if none is required.
 proto::Header::BodyCase RequiredBody(proto::Op op) {
   switch (op) {
-    case proto::REGISTER: return proto::Header::kRegisterBody;
+    case proto::REGISTER:
+    case proto::REGISTER_CHALLENGE: return proto::Header::kRegisterBody;
     case proto::ADDRESS_BOOK: return proto::Header::kAddressBook;
     case proto::BARRIER:
     case proto::BARRIER_RELEASE: return proto::Header::kBarrier;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "control/job_keys.h"
 #include "transport/wire.h"
 
 // libFuzzer calls this once: the nodes' logging (every rejected message, every
@@ -19,7 +20,7 @@ constexpr proto::Op kOps[] = {proto::REGISTER,      proto::ADDRESS_BOOK, proto::
                               proto::SHUTDOWN,      proto::DECLARE,      proto::DECLARE_REPLY, proto::WORKER_FINISHED,
                               proto::PUSH,          proto::PUSH_ACK,     proto::PULL,       proto::PULL_REPLY,
                               proto::ERROR,         proto::WORKER_AT_BARRIER, proto::PLACEMENT, proto::PLACEMENT_ACK,
-                              proto::WORKER_STALLED, proto::OP_UNKNOWN};
+                              proto::WORKER_STALLED, proto::REGISTER_CHALLENGE, proto::OP_UNKNOWN};
 
 // Mostly small values (ids, ranks, keys, rounds that exist), sometimes any.
 uint64_t SmallOrAny(FuzzedDataProvider& in, uint64_t small) {
@@ -41,8 +42,10 @@ void FillSpec(FuzzedDataProvider& in, proto::TensorSpec* spec) {
 
 void FillBody(FuzzedDataProvider& in, proto::Header& h) {
   switch (h.op()) {
-    case proto::REGISTER: {
+    case proto::REGISTER:
+    case proto::REGISTER_CHALLENGE: {
       auto* r = h.mutable_register_body();
+      r->set_challenge(in.ConsumeRandomLengthString(kRegistrationChallengeBytes + 1));
       r->set_role(AnyRole(in));
       r->set_address("fuzz://" + in.ConsumeRandomLengthString(12));
       r->set_requested_rank(SmallId(in));
@@ -165,6 +168,7 @@ Status CaptureEndpoint::Send(PeerId, Message message, Deadline) {
   // are checked here.
   const std::string encoded = EncodeHeader(message.header);
   if (!DecodeMessage(encoded.data(), encoded.size(), std::move(message.payloads)).ok()) __builtin_trap();
+  if (message.header.op() == proto::REGISTER_CHALLENGE) last_challenge_ = message.header.register_body().challenge();
   ++stats_.messages_sent;
   return Status::Ok();
 }

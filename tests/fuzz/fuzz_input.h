@@ -2,7 +2,7 @@
 // node receives (built field by field from the schema, then encoded and
 // decoded as a transport does, so only what would pass the wire arrives),
 // and an in-memory Endpoint that hands them to a node synchronously and
-// swallows its replies.
+// swallows its replies (keeping the last registration challenge).
 #pragma once
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -34,8 +34,11 @@ class CaptureEndpoint final : public Endpoint {
   EndpointStats stats() const override { return stats_; }
 
   void Deliver(Message&& message);
+  // The challenge of the newest REGISTER_CHALLENGE sent (a scheduler's).
+  const std::string& last_challenge() const { return last_challenge_; }
 
  private:
+  std::string last_challenge_;
   Receiver receiver_;
   EndpointStats stats_;
 };

@@ -4,7 +4,8 @@
 // every other op) through an in-memory endpoint; every message it sends back
 // must pass the wire. The input decides, per message, whether it carries a
 // valid proof of one of four would-be nodes that hold the job token (so the
-// handlers behind the authentication are reached) or none at all.
+// handlers behind the authentication are reached) or none at all, and
+// whether a registration echoes the challenge the scheduler sent last.
 #include <array>
 
 #include "control/key_ring.h"
@@ -37,6 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int signer = in.ConsumeIntegralInRange(-1, 3);
     std::optional<Message> m = fuzz::NextMessage(in);
     if (!m) continue;
+    // A registration may carry back the scheduler's latest challenge, as a
+    // node that received it does (the nodes never see it otherwise).
+    if (m->header.op() == proto::REGISTER && in.ConsumeBool())
+      m->header.mutable_register_body()->set_challenge(endpoint->last_challenge());
     if (signer >= 0) (void)nodes[signer].Sign(0, &m->header);
     endpoint->Deliver(std::move(*m));
   }

@@ -5,6 +5,7 @@
 #include "scheduler/scheduler.h"
 
 #include "tests/unit/scheduler/scheduler_testing.h"
+#include "transport/faulty_endpoint.h"
 #include "transport/wire.h"
 
 namespace syncline {
@@ -76,6 +77,61 @@ TEST_F(ForgedMessagesTest, WhatTheSchedulerHeldForIdsOutsideTheJobIsDroppedOnceT
   // The nodes' heartbeats after the book make the scheduler look at what it holds again.
   EXPECT_TRUE(Eventually([&] { return UnauthenticatedAtTheScheduler(*scheduler_) == 4; }))
       << UnauthenticatedAtTheScheduler(*scheduler_);
+}
+
+TEST_F(ForgedMessagesTest, ARegistrationRecordedInAnEarlierJobDoesNotJoinALaterOne) {
+  // A token holder's registration, recorded on the wire of one job and
+  // replayed to the scheduler of a later job with the same token (issue 28).
+  // It proves the token, but carries back a challenge that the later
+  // scheduler never issued: it takes no slot, and the real node still joins.
+  Settings s = JobSettings(1, 1);
+  std::vector<Message> recorded;  // what the first job's worker sent, as signed
+  {
+    Settings first = s;
+    first.role = Role::kScheduler;
+    Scheduler scheduler(first, net_.CreateEndpoint());
+    ASSERT_TRUE(scheduler.Listen("loop://first-scheduler").ok());
+    auto run = std::async(std::launch::async, [&] { return scheduler.Run(); });
+    auto tap = std::make_unique<FaultyEndpoint>(net_.CreateEndpoint());
+    tap->SetSendFilter([&](PeerId, Message& m) {
+      if (m.header.op() == proto::REGISTER) recorded.push_back(m);
+      return true;
+    });
+    KeyRing* keys = nullptr;
+    auto endpoint = Authenticated(s.job_token, std::move(tap), &keys);
+    Settings ws = s;
+    ws.role = Role::kWorker;
+    SchedulerClient worker(ws, Role::kWorker, endpoint.get(), "loop://first-scheduler", keys);
+    ASSERT_TRUE(endpoint->Listen("loop://old-w0", [&](Message&& m) { worker.Handle(m); }).ok());
+    auto joined = std::async(std::launch::async, [&] { return worker.Join("loop://old-w0"); });
+    // Its job never starts (no server): the recording is all this side is for.
+    ASSERT_TRUE(Eventually([&] {
+      const std::string text = scheduler.metrics().Render();
+      return text.find("syncline_registered_nodes{role=\"worker\"} 1") != std::string::npos;
+    }));
+    scheduler.RequestAbort("first job over");
+    ASSERT_TRUE(Ready(run, 10000));
+    ASSERT_TRUE(Ready(joined, 10000));
+    endpoint->Close();
+  }
+  ASSERT_EQ(recorded.size(), 2u) << "a registration asks for a challenge, then answers it";
+  EXPECT_TRUE(recorded[0].header.register_body().challenge().empty());
+  EXPECT_EQ(recorded[1].header.register_body().challenge().size(), kRegistrationChallengeBytes);
+
+  StartScheduler(s);
+  forger_ = net_.CreateEndpoint();
+  ASSERT_TRUE(forger_->Listen("loop://forger", [](Message&&) {}).ok());
+  ASSERT_TRUE(forger_->Connect(0, kSchedulerAddress).ok());
+  for (const Message& m : recorded) ASSERT_TRUE(forger_->Send(0, m, Deadline::AfterMs(1000)).ok());
+  // The answer with the old challenge is refused, and counted.
+  ASSERT_TRUE(Eventually([&] { return UnauthenticatedAtTheScheduler(*scheduler_) == 1; }))
+      << UnauthenticatedAtTheScheduler(*scheduler_);
+  EXPECT_THAT(scheduler_->metrics().Render(), HasSubstr("syncline_registered_nodes{role=\"worker\"} 0"));
+  // The job's own worker takes the slot the replay asked for.
+  Node& w0 = AddNode("w0", Role::kWorker, s);
+  Node& s0 = AddNode("s0", Role::kServer, s);
+  JoinAll({&w0, &s0});
+  EXPECT_TRUE(w0.client->health().ok());
 }
 
 TEST_F(ForgedMessagesTest, ForgedAbortsInEitherDirectionDoNotEndTheJob) {
