@@ -1,5 +1,7 @@
 #include "common/settings.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <functional>
 #include <set>
@@ -241,6 +243,8 @@ uint64_t Settings::SchedulingCreditBytes() const {
   if (byteps_scheduling_credit) return *byteps_scheduling_credit * partition_bytes;
   return 4 * partition_bytes;
 }
+
+uint64_t Settings::LargestChunkBytes() const { return std::max(partition_bytes, kLargestTunedPartitionBytes); }
 
 std::string Settings::SchedulerAddress() const {
   return "tcp://" + scheduler_host + ":" + std::to_string(scheduler_port);

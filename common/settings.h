@@ -188,6 +188,14 @@ struct Settings {
   // The credit in bytes (0 = unlimited), from SYNCLINE_SCHEDULING_CREDIT,
   // else BYTEPS_SCHEDULING_CREDIT partitions, else 4 partitions.
   uint64_t SchedulingCreditBytes() const;
+  // The largest chunk a node of this job sends or takes: partition_bytes, or
+  // the online tuner's largest partition if that is larger. Servers and
+  // workers refuse larger frames at the socket (transport/factory.h), and the
+  // scheduler refuses declarations with larger chunks.
+  uint64_t LargestChunkBytes() const;
 };
+
+// The largest partition the online tuner tries (proxy/tuner.h).
+constexpr uint64_t kLargestTunedPartitionBytes = uint64_t{4} << 20;
 
 }  // namespace syncline

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/settings.h"
+
 namespace syncline {
 
 struct TunerPoint {
@@ -30,7 +32,7 @@ struct TunerPoint {
 };
 
 struct TunerOptions {
-  std::vector<uint64_t> partitions = {256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20};
+  std::vector<uint64_t> partitions = {256 << 10, 512 << 10, 1 << 20, 2 << 20, kLargestTunedPartitionBytes};
   std::vector<uint64_t> credits = {1, 2, 4, 8, 16};
   int settle_steps = 1;
   int measure_steps = 3;

@@ -42,6 +42,16 @@ void Scheduler::OnDeclare(const Message& m) {
                           ", over the limit of " + std::to_string(limits_.max_chunks) +
                           ": use larger partitions (SYNCLINE_PARTITION_BYTES) or fewer tensors",
                       sender);
+    // Servers and workers refuse frames above the job's largest chunk at the
+    // socket (transport/factory.h: NodeTransportSecurity): say so now, rather
+    // than let the chunk's pushes vanish there.
+    for (const proto::ChunkPlacement& c : *chunks)
+      if (c.length_bytes() > settings_.LargestChunkBytes())
+        return AbortJob("tensor '" + spec.name() + "' declared by " + Describe(sender) + " (" + DescribeSpec(spec) +
+                            ") has chunks of " + std::to_string(c.length_bytes()) + " bytes, over this job's largest (" +
+                            std::to_string(settings_.LargestChunkBytes()) +
+                            " bytes): give every node the same SYNCLINE_PARTITION_BYTES",
+                        sender);
     total_chunks_ += chunks->size();
     t.chunks = std::move(chunks).value();
   } else if (!SameSpec(t.spec, spec)) {

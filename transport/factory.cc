@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 
 #include "syncline/config.h"
 #include "transport/multi_endpoint.h"
+#include "transport/wire.h"
 #include "transport/zmq/zmq_endpoint.h"
 #if SYNCLINE_HAVE_UCX
 #include "transport/ucx/ucx_endpoint.h"
@@ -51,6 +53,14 @@ Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport, c
   SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> listening, CreateBackend(transport, security));
   auto make = [security](const std::string& scheme) { return CreateBackend(scheme, security); };
   return std::unique_ptr<Endpoint>(new MultiEndpoint(make, &BackendKey, std::move(listening), transport));
+}
+
+TransportSecurity NodeTransportSecurity(const Settings& settings) {
+  TransportSecurity security{settings.encrypt, ""};
+  // The header frame, or one chunk's payload frame (+ UCX's framing of it).
+  security.max_frame_bytes =
+      static_cast<int64_t>(std::max<uint64_t>(kMaxHeaderBytes, settings.LargestChunkBytes()) + 4096);
+  return security;
 }
 
 Result<std::string> ListenAddress(const std::string& transport, const std::string& host, int port) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "common/settings.h"
 #include "transport/transport.h"
 
 namespace syncline {
@@ -28,6 +29,10 @@ struct TransportSecurity {
 // every backend this build has (see MultiEndpoint). With `security.encrypt`
 // only the ZeroMQ backends (tcp, ipc) are available, encrypted with CURVE.
 Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport, const TransportSecurity& security = {});
+// A server's or worker's: its encryption, and frames no larger than a header
+// or the largest chunk of its job (Settings::LargestChunkBytes), so that
+// nothing larger is buffered before its sender is proven.
+TransportSecurity NodeTransportSecurity(const Settings& settings);
 // The address to Connect to for an encrypted ZeroMQ endpoint at `address`
 // whose CURVE public key (32 raw bytes) is `public_key`.
 std::string WithCurveKey(const std::string& address, const std::string& public_key);

@@ -17,7 +17,7 @@
 namespace syncline {
 
 Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings) {
-  SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport, {settings.encrypt, ""}));
+  SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport, NodeTransportSecurity(settings)));
   SYNCLINE_ASSIGN_OR_RETURN(std::string address, ListenAddress(settings.transport, settings.host, settings.port));
   return Create(settings, std::move(endpoint), address);
 }
@@ -170,6 +170,10 @@ Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t 
 
 Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
   if (partition_bytes < 64) return InvalidArgument("a partition of " + std::to_string(partition_bytes) + " bytes is below 64");
+  if (partition_bytes > settings_.LargestChunkBytes())
+    return InvalidArgument("a partition of " + std::to_string(partition_bytes) + " bytes is above this job's largest (" +
+                           std::to_string(settings_.LargestChunkBytes()) +
+                           " bytes; servers refuse larger frames): raise SYNCLINE_PARTITION_BYTES on every node");
   proto::TensorSpec spec;
   {
     MutexLock lock(mu_);

@@ -178,6 +178,12 @@ TEST(SettingsTest, SchedulingCreditInBytesOrInBytePsPartitions) {
   EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SCHEDULING", "lifo"}}).ok());
 }
 
+TEST(SettingsTest, LargestChunkIsThePartitionOrTheTunersLargest) {
+  EXPECT_EQ(MustParse({}).LargestChunkBytes(), kLargestTunedPartitionBytes);
+  EXPECT_EQ(MustParse({{"SYNCLINE_PARTITION_BYTES", "65536"}}).LargestChunkBytes(), kLargestTunedPartitionBytes);
+  EXPECT_EQ(MustParse({{"SYNCLINE_PARTITION_BYTES", "16777216"}}).LargestChunkBytes(), 16777216u);
+}
+
 TEST(SettingsTest, TraceStepsMustBeInOrder) {
   auto s = Settings::FromEnvironment({{"SYNCLINE_TRACE_START_STEP", "9"}, {"SYNCLINE_TRACE_END_STEP", "2"}});
   ASSERT_FALSE(s.ok());

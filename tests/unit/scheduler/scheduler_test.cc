@@ -374,6 +374,24 @@ TEST_F(SchedulerTest, DeclarationsBeyondTheJobsChunkLimitAbortNamingTheTensor) {
   EXPECT_EQ(RunResult(5000).code(), StatusCode::kAborted);
 }
 
+TEST_F(SchedulerTest, ChunksAboveTheJobsLargestAbortNamingTheTensor) {
+  // Servers and workers refuse frames above the job's largest chunk at the
+  // socket: a declaration with larger chunks ends the job saying so, rather
+  // than leaving its pushes to vanish there.
+  Settings s = JobSettings(1, 1);
+  Node& w = StartOneWorkerOneServer(s).worker;
+  proto::TensorSpec spec;
+  spec.set_name("huge");
+  spec.set_dtype(proto::FLOAT32);
+  spec.set_num_elements(s.LargestChunkBytes());  // four times the largest chunk, in one
+  spec.set_partition_bytes(4 * s.LargestChunkBytes());
+  Status st = w.client->Declare(spec, Deadline::AfterMs(5000)).status();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("tensor 'huge'"));
+  EXPECT_THAT(st.message(), HasSubstr("over this job's largest (" + std::to_string(s.LargestChunkBytes())));
+  EXPECT_EQ(RunResult(5000).code(), StatusCode::kAborted);
+}
+
 TEST_F(SchedulerTest, MismatchedDeclarationAbortsNamingTheTensor) {
   Settings s = JobSettings(2, 1);
   StartScheduler(s);
