@@ -44,6 +44,7 @@ class AuthenticatedEndpoint : public Endpoint {
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
   Status Connect(PeerId peer, const std::string& address) override;
   Status Send(PeerId peer, Message message, Deadline deadline) override;
+  Status Flush(Deadline deadline) override { return inner_->Flush(deadline); }
   void Close() override;
   EndpointStats stats() const override;
 

@@ -1,7 +1,6 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "common/dtype.h"
 #include "common/log_limiter.h"
@@ -15,6 +14,10 @@ namespace syncline {
 namespace {
 
 const auto kSendDeadline = Millis(2000);
+// How long shutdown waits for its last messages (abort, shutdown) to leave. Short:
+// with zmq, Close lingers this long on messages queued for a peer that
+// died, and the other nodes wait on this process to end the job.
+constexpr auto kFlushDeadline = Millis(500);
 
 // The scheduler's endpoint: authenticated when the job has a token.
 std::unique_ptr<Endpoint> SchedulerEndpoint(const Settings& settings, std::unique_ptr<Endpoint> inner,
@@ -102,8 +105,9 @@ Status Scheduler::Run() {
   }
   Status result = *outcome_;
   lock.Unlock();
-  // Give queued messages (the abort, the shutdown) a moment to leave.
-  std::this_thread::sleep_for(Millis(100));
+  // The last messages (the abort, the shutdown) leave before the endpoint closes.
+  if (Status flushed = endpoint_->Flush(Deadline::After(kFlushDeadline)); !flushed.ok())
+    SYNCLINE_LOG_WARN("the job's last messages may not reach every node: {}", flushed.message());
   endpoint_->Close();
   return result;
 }

@@ -17,6 +17,10 @@ constexpr auto kJobLifetime = std::chrono::hours(24 * 365);
 // Requests queued per summation lane before the network thread waits:
 // bounds server memory while a lane is busy.
 constexpr size_t kMaxPendingPerLane = 4096;
+// How long shutdown waits for its last messages (FINISH) to leave. Short:
+// with zmq, Close lingers this long on messages queued for a peer that
+// died, and the other nodes wait on this process to end the job.
+constexpr auto kFlushDeadline = Millis(500);
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -107,7 +111,8 @@ Status Server::Run() {
   SYNCLINE_RETURN_IF_ERROR(lanes_.Drain(Deadline::AfterMs(settings_.request_timeout_ms)));
   SYNCLINE_LOG_INFO("job done; served {} keys", store_.num_keys());
   (void)client_.Finish();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let FINISH leave before the socket closes
+  if (Status flushed = endpoint_->Flush(Deadline::After(kFlushDeadline)); !flushed.ok())
+    SYNCLINE_LOG_WARN("the FINISH may not reach the scheduler: {}", flushed.message());
   return Status::Ok();
 }
 

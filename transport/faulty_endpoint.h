@@ -36,6 +36,7 @@ class FaultyEndpoint : public Endpoint {
     if (filter && !filter(peer, message)) return Status::Ok();
     return inner_->Send(peer, std::move(message), deadline);
   }
+  Status Flush(Deadline deadline) override { return inner_->Flush(deadline); }
   void Close() override { inner_->Close(); }
   EndpointStats stats() const override { return inner_->stats(); }
 

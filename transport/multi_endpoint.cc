@@ -69,6 +69,21 @@ Status MultiEndpoint::Send(PeerId peer, Message message, Deadline deadline) {
   return backend->Send(peer, std::move(message), deadline);
 }
 
+Status MultiEndpoint::Flush(Deadline deadline) {
+  std::vector<Endpoint*> backends;
+  {
+    MutexLock lock(mu_);
+    for (auto& [key, backend] : backends_) backends.push_back(backend.get());
+  }
+  // Every backend, even after one failed: each gets to send what it can.
+  Status first = Status::Ok();
+  for (Endpoint* backend : backends) {
+    Status flushed = backend->Flush(deadline);
+    if (first.ok()) first = std::move(flushed);
+  }
+  return first;
+}
+
 void MultiEndpoint::Close() {
   std::vector<Endpoint*> backends;
   {

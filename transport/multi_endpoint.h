@@ -33,6 +33,8 @@ class MultiEndpoint : public Endpoint {
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
   Status Connect(PeerId peer, const std::string& address) override;
   Status Send(PeerId peer, Message message, Deadline deadline) override;
+  // Flushes every backend (all by the one deadline); the first failure, if any.
+  Status Flush(Deadline deadline) override;
   void Close() override;
   // The sum over the backends.
   EndpointStats stats() const override;

@@ -60,7 +60,15 @@ class Endpoint {
   // they are released once the bytes are on their way. Fails if the peer is
   // unknown or the message cannot be queued before `deadline`.
   virtual Status Send(PeerId peer, Message message, Deadline deadline) = 0;
+  // Returns OK once every message Send queued before this call has left this
+  // node: a Close right after loses none of them (what "left" means for each
+  // backend: docs/decisions.md, "Endpoint::Flush"). DeadlineExceeded, naming
+  // the peers whose messages are still queued, if not by `deadline`; never
+  // blocks past it. Messages sent while Flush runs may or may not be covered.
+  // Not to be called from the Receiver (it may wait on the receiving thread).
+  virtual Status Flush(Deadline deadline) = 0;
   // Stops the I/O thread: no Receiver call begins after Close returns.
+  // Messages still queued may be dropped: Flush first to keep them.
   virtual void Close() = 0;
   virtual EndpointStats stats() const = 0;
 };

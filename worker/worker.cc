@@ -15,6 +15,12 @@
 #include "worker/gpu/device_staging.h"
 
 namespace syncline {
+namespace {
+// How long shutdown waits for its last messages (FINISH, ABORT) to leave. Short:
+// with zmq, Close lingers this long on messages queued for a peer that
+// died, and the other nodes wait on this process to end the job.
+constexpr auto kFlushDeadline = Millis(500);
+}  // namespace
 
 Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings) {
   SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport, NodeTransportSecurity(settings)));
@@ -96,7 +102,8 @@ Worker::~Worker() {
   if (left_early && rank() >= 0 && client_.health().ok()) {
     client_.Abort("worker " + std::to_string(rank()) +
                   " stopped without Shutdown (its training process failed, returned early or could not start)");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let ABORT leave before the socket closes
+    if (Status flushed = endpoint_->Flush(Deadline::After(kFlushDeadline)); !flushed.ok())
+      SYNCLINE_LOG_WARN("the ABORT may not reach the scheduler: {}", flushed.message());
   }
   std::thread closer;
   {
@@ -343,9 +350,12 @@ Status Worker::Shutdown() {
     else
       SYNCLINE_LOG_WARN("{}", written.message());
   }
+  if (result.ok()) result = client_.Finish();
   if (result.ok()) {
-    result = client_.Finish();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let FINISH leave before the socket closes
+    // The job's work is done either way; a FINISH that does not leave makes
+    // the scheduler time this worker out, which the log then explains.
+    if (Status flushed = endpoint_->Flush(Deadline::After(kFlushDeadline)); !flushed.ok())
+      SYNCLINE_LOG_WARN("the FINISH may not reach the scheduler: {}", flushed.message());
   }
   MutexLock lock(mu_);
   shutdown_ = result;

@@ -30,6 +30,7 @@ class CaptureEndpoint final : public Endpoint {
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
   Status Connect(PeerId, const std::string&) override { return Status::Ok(); }
   Status Send(PeerId, Message message, Deadline) override;
+  Status Flush(Deadline) override { return Status::Ok(); }
   void Close() override {}
   EndpointStats stats() const override { return stats_; }
 

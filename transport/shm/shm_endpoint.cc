@@ -63,6 +63,25 @@ void ShmEndpoint::Close() {
   for (std::thread& t : pollers) t.join();
 }
 
+Status ShmEndpoint::Flush(Deadline deadline) {
+  std::vector<std::pair<PeerId, Outbox*>> boxes;
+  {
+    MutexLock lock(mu_);
+    // Outboxes live until this endpoint is destroyed (never erased).
+    for (auto& [peer, box] : outboxes_) boxes.emplace_back(peer, box.get());
+  }
+  std::string undrained;
+  for (auto [peer, box] : boxes) {
+    // A poller that stops reading detaches: its records go nowhere anyway.
+    while (box->ring_attached() && !box->ring_drained() && !deadline.Expired()) Pause();
+    if (box->ring_attached() && !box->ring_drained()) undrained += (undrained.empty() ? "" : ", ") + std::to_string(peer);
+  }
+  Status inner = inner_->Flush(deadline);
+  if (!undrained.empty())
+    return DeadlineExceeded("peer(s) " + undrained + " did not handle the messages in their shared-memory rings in time");
+  return inner;
+}
+
 ShmEndpoint::Route ShmEndpoint::RouteFor(PeerId peer) {
   MutexLock lock(mu_);
   auto& lane = lanes_[peer];

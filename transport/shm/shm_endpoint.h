@@ -89,6 +89,10 @@ class ShmEndpoint : public Endpoint {
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
   Status Connect(PeerId peer, const std::string& address) override { return inner_->Connect(peer, address); }
   Status Send(PeerId peer, Message message, Deadline deadline) override;
+  // Waits until every colocated peer's poller has handled what this node
+  // posted to its header ring (or the peer detached it), then flushes the
+  // inner transport, which carries everything else.
+  Status Flush(Deadline deadline) override;
   void Close() override;
   EndpointStats stats() const override;
 

@@ -201,6 +201,53 @@ void UcxEndpoint::Close() {
   }
 }
 
+Status UcxEndpoint::Flush(Deadline deadline) {
+  if (OnProgressThread()) return FailedPrecondition("Flush from the Receiver would wait for its own thread");
+  {
+    MutexLock lock(mu_);
+    // A failed peer's messages are dropped (and so no longer wait).
+    auto idle = [&]() REQUIRES(mu_) {
+      if (closed_) return true;
+      for (auto& [id, peer] : peers_)
+        if (!FailedOf(*peer) && OutstandingOf(*peer) > 0) return false;
+      return true;
+    };
+    if (!space_cv_.WaitUntil(mu_, deadline, idle)) {
+      std::string waiting;
+      for (auto& [id, peer] : peers_)
+        if (!FailedOf(*peer) && OutstandingOf(*peer) > 0)
+          waiting += (waiting.empty() ? "" : ", ") + std::to_string(id) + " (" + peer->address + ", " +
+                     std::to_string(OutstandingOf(*peer)) + " messages)";
+      return DeadlineExceeded("messages to peer(s) " + waiting + " are still queued or in flight");
+    }
+    if (closed_) return Aborted("endpoint closed");
+  }
+  // Every send completed locally; the worker flush completes once UCX has
+  // nothing of them outstanding on any transport.
+  auto flush = std::make_shared<WorkerFlush>();
+  Command c;
+  c.call = [this, flush] { StartWorkerFlush(flush); };
+  {
+    MutexLock lock(mu_);
+    if (closed_) return Aborted("endpoint closed");
+    commands_.push_back(std::move(c));
+  }
+  Wake();
+  MutexLock lock(flush->mu);
+  if (!flush->done_cv.WaitUntil(flush->mu, deadline, [&]() REQUIRES(flush->mu) { return flush->done; }))
+    return DeadlineExceeded("UCX did not finish the transfers under way to its peers in time");
+  if (flush->status != UCS_OK) return Unavailable("UCX could not flush its sends: " + StatusText(flush->status));
+  return Status::Ok();
+}
+
+void UcxEndpoint::StartWorkerFlush(const std::shared_ptr<WorkerFlush>& flush) {
+  ucp_request_param_t params{};  // no callback: FinishDeferred checks it, as it does closing endpoints
+  ucs_status_ptr_t request = ucp_worker_flush_nbx(ucx_->worker(), &params);
+  if (request == nullptr) return flush->Finish(UCS_OK);
+  if (UCS_PTR_IS_ERR(request)) return flush->Finish(UCS_PTR_STATUS(request));
+  flushing_.emplace_back(request, flush);
+}
+
 EndpointStats UcxEndpoint::stats() const { return counters_.Get(); }
 
 void UcxEndpoint::Wake() {
@@ -292,6 +339,17 @@ void UcxEndpoint::FinishDeferred() {
     broken.swap(broken_);
     for (Connection* c : broken) StartClose(c);
   }
+  for (size_t i = 0; i < flushing_.size();) {
+    auto [request, flush] = flushing_[i];
+    const ucs_status_t st = ucp_request_check_status(request);
+    if (st == UCS_INPROGRESS) {
+      ++i;
+      continue;
+    }
+    ucp_request_free(request);
+    flushing_.erase(flushing_.begin() + static_cast<long>(i));
+    flush->Finish(st);
+  }
   for (size_t i = 0; i < closing_.size();) {
     auto [request, c] = closing_[i];
     if (ucp_request_check_status(request) == UCS_INPROGRESS) {
@@ -312,7 +370,14 @@ void UcxEndpoint::Shutdown() {
   // Rendezvous receives under way too: with UCX_TLS=sm, destroying the
   // worker while one still waits on its CMA endpoint aborts inside UCX 1.13
   // (uct_cma_ep_t_delete: arbiter group not empty).
-  while ((!in_flight_.empty() || !setting_up_.empty() || !receiving_.empty()) && Clock::now() < until) Step(until);
+  while ((!in_flight_.empty() || !setting_up_.empty() || !receiving_.empty() || !flushing_.empty()) &&
+         Clock::now() < until)
+    Step(until);
+  for (auto& [request, flush] : flushing_) {
+    ucp_request_free(request);
+    flush->Finish(UCS_ERR_CANCELED);
+  }
+  flushing_.clear();
   // Without peer-failure handling UCX names endpoints by address: a peer still
   // finishing its side of a connection would reach one closed here while this
   // worker lives on (UCX 1.13 asserts, or uses freed memory). Destroying the

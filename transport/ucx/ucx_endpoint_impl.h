@@ -85,6 +85,23 @@ struct Connection {
   bool closing = false;
 };
 
+// A ucp_worker_flush_nbx that a Flush caller waits for: finished (with UCX's
+// status) by the progress thread, or by Shutdown if it is still under way.
+struct WorkerFlush {
+  void Finish(ucs_status_t st) EXCLUDES(mu) {
+    {
+      MutexLock lock(mu);
+      done = true;
+      status = st;
+    }
+    done_cv.NotifyAll();
+  }
+  Mutex mu;
+  CondVar done_cv;
+  bool done GUARDED_BY(mu) = false;
+  ucs_status_t status GUARDED_BY(mu) = UCS_OK;
+};
+
 // Work handed to the progress thread, run in order.
 struct Command {
   std::unique_ptr<SendOp> send;        // a message to post, or
@@ -108,6 +125,10 @@ class UcxEndpoint : public Endpoint {
   Result<std::string> Listen(const std::string& address, Receiver receiver) override;
   Status Connect(PeerId peer, const std::string& address) override;
   Status Send(PeerId peer, Message message, Deadline deadline) override;
+  // Waits until UCX has completed every send queued before (none queued,
+  // held or in flight), then until a worker flush completes: UCX has handed
+  // the bytes to the transport, and remote side for what it acknowledges.
+  Status Flush(Deadline deadline) override;
   void Close() override;
   EndpointStats stats() const override;
 
@@ -129,6 +150,7 @@ class UcxEndpoint : public Endpoint {
   void WaitForEvents(int timeout_ms);
   void FinishDeferred();
   void Shutdown();
+  void StartWorkerFlush(const std::shared_ptr<WorkerFlush>& flush);
   void DoConnect(const std::shared_ptr<PeerState>& peer, const SocketAddress& address);
   void Accept(ucp_conn_request_h request);
   void PostSend(std::unique_ptr<SendOp> op);
@@ -146,7 +168,8 @@ class UcxEndpoint : public Endpoint {
   // Receipt (ucx_receive.cc).
   ucs_status_t Receive(const uint8_t* header, size_t header_length, void* data, size_t length,
                        const ucp_am_recv_param_t* param);
-  void Flush(Inbox& inbox);
+  // Delivers the messages at the head of `inbox` whose data has arrived.
+  void DeliverReady(Inbox& inbox);
   void Deliver(const uint8_t* header, size_t header_length, const Buffer& data);
   void Reject(const Status& why);
   std::string_view Where() const;  // this endpoint in log lines (no copy: it runs per message)
@@ -179,6 +202,7 @@ class UcxEndpoint : public Endpoint {
   std::vector<ucp_conn_request_h> conn_requests_;  // accepted after progress returns
   std::vector<Connection*> broken_;                // closed after progress returns
   std::vector<std::pair<void*, Connection*>> closing_;
+  std::vector<std::pair<void*, std::shared_ptr<WorkerFlush>>> flushing_;  // worker flushes under way
   std::vector<Connection*> setting_up_;  // outgoing connections whose setup flush is pending
   std::set<SendOp*> in_flight_;
   std::set<RecvOp*> receiving_;

@@ -80,7 +80,7 @@ ucs_status_t UcxEndpoint::Receive(const uint8_t* header, size_t header_length, v
       SYNCLINE_LOG_WARN("{}: cannot receive a message of {} bytes: {}", address_, length,
                         StatusText(UCS_PTR_STATUS(request)));
     delete op;
-    Flush(*inbox);
+    DeliverReady(*inbox);
   } else {
     receiving_.insert(op);
   }
@@ -98,10 +98,10 @@ void UcxEndpoint::OnReceived(void* request, ucs_status_t status, size_t /*length
   if (status != UCS_OK && status != UCS_ERR_CANCELED)
     SYNCLINE_LOG_WARN("{}: receiving a message of {} bytes failed: {}", self->address_, pending->data.size(),
                       StatusText(status));
-  self->Flush(*pending->inbox);
+  self->DeliverReady(*pending->inbox);
 }
 
-void UcxEndpoint::Flush(Inbox& inbox) {
+void UcxEndpoint::DeliverReady(Inbox& inbox) {
   while (!inbox.queue.empty() && inbox.queue.front()->state != Pending::kWaiting) {
     std::shared_ptr<Pending> next = std::move(inbox.queue.front());
     inbox.queue.pop_front();

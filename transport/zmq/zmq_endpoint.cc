@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -61,7 +62,8 @@ std::pair<std::string, std::string> SplitCurveKey(const std::string& address) {
 class ZmqEndpoint : public Endpoint {
  public:
   explicit ZmqEndpoint(const ZmqOptions& options) : options_(options), context_(options.io_threads) {
-    context_.set(zmq::ctxopt::blocky, false);  // sockets closing never wait for unsent data
+    // Sockets closing never wait for unsent data, but what Flush asked for (Close).
+    context_.set(zmq::ctxopt::blocky, false);
     if (options_.curve) {
       char pub[kZ85KeyChars + 1] = {}, sec[kZ85KeyChars + 1] = {};
       if (options_.curve_secret_key.size() == 32) {
@@ -171,13 +173,54 @@ class ZmqEndpoint : public Endpoint {
     return Status::Ok();
   }
 
+  // ZeroMQ cannot tell whether a socket's queue is empty, only whether it
+  // has room. Flush waits until each peer's queue has room (one that stays
+  // full names a peer that is not reading), and makes Close linger until
+  // `deadline` so that ZeroMQ's I/O thread writes out what is still queued:
+  // Close returns once it has, or at `deadline` at the latest.
+  Status Flush(Deadline deadline) override {
+    {
+      MutexLock lock(linger_mu_);
+      linger_until_ = std::max(linger_until_, deadline.at());
+    }
+    std::vector<std::pair<PeerId, std::shared_ptr<Peer>>> peers;
+    {
+      MutexLock lock(peers_mu_);
+      peers.assign(peers_.begin(), peers_.end());
+    }
+    std::string full;
+    for (auto& [id, p] : peers) {
+      MutexLock lock(p->mu);
+      if (closed_.load()) break;
+      zmq::pollitem_t item{p->socket.handle(), 0, ZMQ_POLLOUT, 0};
+      try {
+        if (zmq::poll(&item, 1, std::chrono::milliseconds(deadline.RemainingMs())) > 0) continue;
+      } catch (const zmq::error_t& e) {
+        return Unavailable("cannot flush to peer " + std::to_string(id) + ": " + e.what());
+      }
+      full += (full.empty() ? "" : ", ") + std::to_string(id) + " (" + p->address + ")";
+    }
+    if (!full.empty()) return DeadlineExceeded("the send queue to peer(s) " + full + " stayed full: not reading");
+    return Status::Ok();
+  }
+
   void Close() override {
     if (closed_.exchange(true)) return;
     if (thread_.joinable()) thread_.join();
+    Clock::time_point linger_until;
+    {
+      MutexLock lock(linger_mu_);
+      linger_until = linger_until_;
+    }
+    // What a Flush asked to keep is written out until its deadline (the
+    // context's close below waits for it); everything else is dropped at once.
+    const auto linger_ms = static_cast<int>(
+        std::clamp<long long>(std::chrono::duration_cast<Millis>(linger_until - Clock::now()).count(), 0, 1 << 30));
     {
       MutexLock lock(peers_mu_);
       for (auto& [id, p] : peers_) {
         MutexLock peer_lock(p->mu);
+        p->socket.set(zmq::sockopt::linger, linger_ms);
         p->socket.close();
       }
       peers_.clear();
@@ -245,6 +288,8 @@ class ZmqEndpoint : public Endpoint {
   Mutex peers_mu_;  // taken before a Peer::mu, never after
   std::map<PeerId, std::shared_ptr<Peer>> peers_ GUARDED_BY(peers_mu_);
   EndpointCounters counters_;
+  Mutex linger_mu_;
+  Clock::time_point linger_until_ GUARDED_BY(linger_mu_){};  // the latest Flush deadline
 };
 
 }  // namespace

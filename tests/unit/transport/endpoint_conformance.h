@@ -41,6 +41,10 @@ struct Contract {
   bool queues_for_absent_peer = false;
   // Addresses are host:port (a plain TCP socket can hold the port).
   bool tcp_port = false;
+  // Flush fails with DeadlineExceeded while a stuck peer's queue on this side
+  // is full. Loopback hands each message to the receiver's inbox within Send,
+  // so nothing of the sender's waits: its Flush succeeds.
+  bool flush_waits_for_stuck_peer = true;
 };
 
 // Options a case may ask of a backend's endpoints.

@@ -88,6 +88,7 @@ class LoopbackBackend : public Backend {
     Contract c;
     c.receives_writable = false;
     c.shares_sender_memory = true;
+    c.flush_waits_for_stuck_peer = false;
     return c;
   }
   std::unique_ptr<Endpoint> Make(const Tuning& tuning) override {
