@@ -9,7 +9,10 @@
 //                      offset out of range (a reader releases such a slot);
 //   --fresh-senders N  N heartbeats, each in the name of a new node id
 //                      (from --first-sender on);
-//   --big-frame-mib N  one push whose payload frame is N MiB.
+//   --big-frame-mib N  one push whose payload frame is N MiB;
+//   --flood-seconds S  heartbeats at full speed for S seconds, in the names
+//                      of node ids 0..--senders with made-up proofs (each
+//                      costs the receiver a MAC check).
 // It exits 0 once every message is queued and flushed (it cannot tell what
 // the receiver did: the test asks the job).
 #include <dirent.h>
@@ -19,7 +22,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "transport/wire.h"
@@ -83,6 +85,8 @@ int Run(int argc, char** argv) {
   app.add_option("--first-sender", first_sender, "The node id of the first of --fresh-senders");
   int big_mib = 0;
   app.add_option("--big-frame-mib", big_mib, "One push whose payload frame is this many MiB");
+  double flood_seconds = 0;
+  app.add_option("--flood-seconds", flood_seconds, "Heartbeats at full speed for this long");
   CLI11_PARSE(app, argc, argv);
 
   // A short send queue: what is still queued when the endpoint closes is
@@ -111,6 +115,18 @@ int Run(int argc, char** argv) {
     }
   }
   for (int i = 0; i < fresh; ++i) send(MakeMessage(proto::HEARTBEAT, first_sender + i));
+  if (flood_seconds > 0) {
+    // As fast as the receiver takes them: sends wait once the queue is full.
+    const Deadline end = Deadline::AfterMs(static_cast<long long>(flood_seconds * 1000));
+    proto::Auth made_up;
+    made_up.set_mac(std::string(16, 'm'));
+    for (uint64_t seq = 1; !end.Expired(); ++seq) {
+      Message m = MakeMessage(proto::HEARTBEAT, static_cast<int32_t>(seq % (senders + 1)));
+      made_up.set_seq(seq);
+      *m.header.mutable_auth() = made_up;
+      send(std::move(m));
+    }
+  }
   if (big_mib > 0) {
     Message big = MakeMessage(proto::PUSH, 1);
     big.header.set_dtype(proto::FLOAT32);
@@ -119,10 +135,10 @@ int Run(int argc, char** argv) {
     big.header.set_byte_length(bytes.size());
     send(std::move(big));
   }
-  // ZeroMQ sends from its own thread: give the last queued messages (256 at
-  // most) time to leave before the endpoint, and what it still holds, goes.
-  // (Endpoint has no flush yet: issue 28's Endpoint::Flush.)
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // ZeroMQ sends from its own thread: the last queued messages leave before
+  // the endpoint, and what it still holds, goes.
+  if (Status flushed = e.Flush(Deadline::AfterMs(5000)); !flushed.ok())
+    std::fprintf(stderr, "outsider: %s\n", flushed.ToString().c_str());
   e.Close();
   std::printf("outsider: %llu messages to %s (%zu segments named)\n", static_cast<unsigned long long>(sent),
               to.c_str(), segments);
