@@ -110,10 +110,4 @@ std::unique_ptr<Endpoint> Authenticated(const std::string& job_token, std::uniqu
   return std::make_unique<AuthenticatedEndpoint>(std::move(inner), std::move(ring));
 }
 
-std::unique_ptr<Endpoint> NodeEndpoint(const Settings& settings, std::unique_ptr<Endpoint> transport, KeyRing** keys,
-                                       ShmEndpoint** shm) {
-  std::unique_ptr<Endpoint> authenticated = Authenticated(settings.job_token, std::move(transport), keys);
-  return WrapForSharedMemory(settings, std::move(authenticated), *keys, shm);
-}
-
 }  // namespace syncline

@@ -21,8 +21,6 @@
 
 #include "common/mutex.h"
 #include "control/key_ring.h"
-#include "common/settings.h"
-#include "transport/node_endpoint.h"
 #include "transport/transport.h"
 
 namespace syncline {
@@ -76,14 +74,5 @@ class AuthenticatedEndpoint : public Endpoint {
 // AuthenticatedEndpoint; `*keys` is its key ring (null without a token).
 std::unique_ptr<Endpoint> Authenticated(const std::string& job_token, std::unique_ptr<Endpoint> inner,
                                         KeyRing** keys);
-
-// The endpoint stack of a server or worker: `transport`, Authenticated, and
-// outermost a ShmEndpoint when shared memory is on, so that a shared-memory
-// reference is acted on only once its sender is proven, and the messages
-// through a header ring (which bypass the authenticating layer) are signed and
-// checked with the same key ring. `*keys` and `*shm` are the layers (null
-// where absent).
-std::unique_ptr<Endpoint> NodeEndpoint(const Settings& settings, std::unique_ptr<Endpoint> transport, KeyRing** keys,
-                                       ShmEndpoint** shm);
 
 }  // namespace syncline

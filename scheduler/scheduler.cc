@@ -5,27 +5,13 @@
 #include "common/dtype.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
-#include "control/authenticated_endpoint.h"
 #include "metrics/common_metrics.h"
-#include "metrics/process_metrics.h"
 #include "transport/wire.h"
 
 namespace syncline {
 namespace {
 
 const auto kSendDeadline = Millis(2000);
-// How long shutdown waits for its last messages (abort, shutdown) to leave. Short:
-// with zmq, Close lingers this long on messages queued for a peer that
-// died, and the other nodes wait on this process to end the job.
-constexpr auto kFlushDeadline = Millis(500);
-
-// The scheduler's endpoint: authenticated when the job has a token.
-std::unique_ptr<Endpoint> SchedulerEndpoint(const Settings& settings, std::unique_ptr<Endpoint> inner,
-                                            std::shared_ptr<KeyRing>* keys) {
-  if (settings.job_token.empty()) return inner;
-  *keys = std::make_shared<KeyRing>(JobKey(settings.job_token));
-  return std::make_unique<AuthenticatedEndpoint>(std::move(inner), *keys);
-}
 
 }  // namespace
 
@@ -36,25 +22,22 @@ Scheduler::Scheduler(Settings settings, std::unique_ptr<Endpoint> endpoint, Sche
       unexpected_messages_(ErrorCounter(metrics_, "unexpected_message")),
       foreign_barrier_arrivals_(ErrorCounter(metrics_, "barrier_not_a_member")),
       secret_(RandomKey()),
-      endpoint_(SchedulerEndpoint(settings_, std::move(endpoint), &keys_)) {
+      runtime_(settings_, Role::kScheduler, std::move(endpoint), metrics_),
+      keys_(runtime_.keys()),
+      endpoint_(&runtime_.endpoint()) {
   AddMetrics();
 }
 
 Scheduler::~Scheduler() {
-  exporter_.reset();  // its collectors read the state below
-  endpoint_->Close();
+  runtime_.StopServingMetrics();  // its collectors read the state below
+  runtime_.Close();
 }
 
 void Scheduler::AddMetrics() {
   using Series = std::vector<std::pair<MetricLabels, double>>;
-  AddProcessMetrics(metrics_);
-  AddNodeInfo(metrics_, "scheduler", -1);
   // A registration recorded in an earlier job proves the token but not that
   // it is fresh: it counts as unauthenticated.
-  AddDroppedMessages(metrics_, [this] {
-    const EndpointStats s = endpoint_->stats();
-    return std::pair{s.messages_malformed(), s.messages_unauthenticated + stale_registrations_.load()};
-  });
+  runtime_.AddCommonMetrics([this] { return stale_registrations_.load(); });
   metrics_.AddCollector("syncline_heartbeat_age_seconds", "Time since the scheduler last heard from each peer", [this] {
     Series series;
     MutexLock lock(mu_);
@@ -79,10 +62,7 @@ void Scheduler::AddMetrics() {
 }
 
 Result<std::string> Scheduler::Listen(const std::string& address) {
-  if (!exporter_) {
-    SYNCLINE_ASSIGN_OR_RETURN(exporter_, MetricsExporter::FromSettings(settings_, &metrics_));
-  }
-  return endpoint_->Listen(address, [this](Message&& m) { Handle(std::move(m)); });
+  return runtime_.Listen(address, [this](Message&& m) { Handle(std::move(m)); });
 }
 
 Status Scheduler::Run() {
@@ -106,9 +86,8 @@ Status Scheduler::Run() {
   Status result = *outcome_;
   lock.Unlock();
   // The last messages (the abort, the shutdown) leave before the endpoint closes.
-  if (Status flushed = endpoint_->Flush(Deadline::After(kFlushDeadline)); !flushed.ok())
-    SYNCLINE_LOG_WARN("the job's last messages may not reach every node: {}", flushed.message());
-  endpoint_->Close();
+  runtime_.Flush("the job's last messages may not reach every node");
+  runtime_.Close();
   return result;
 }
 

@@ -19,8 +19,8 @@
 #include "common/mutex.h"
 #include "common/settings.h"
 #include "control/key_ring.h"
-#include "metrics/exporter.h"
 #include "metrics/registry.h"
+#include "node/node_runtime.h"
 #include "scheduler/placement.h"
 #include "transport/transport.h"
 
@@ -112,11 +112,13 @@ class Scheduler {
   Counter& rejected_registrations_;
   Counter& unexpected_messages_;
   Counter& foreign_barrier_arrivals_;
-  // A job with a token: the scheduler's random secret (pair keys), and the
-  // key ring of its AuthenticatedEndpoint; null without a token.
+  // A job with a token: the scheduler's random secret (pair keys).
   const SecretKey secret_;
-  std::shared_ptr<KeyRing> keys_;
-  std::unique_ptr<Endpoint> endpoint_;
+  // The endpoint stack and the common metrics; its exporter stops first in
+  // the destructor, before the state its collectors read goes.
+  NodeRuntime runtime_;
+  KeyRing* const keys_;       // runtime_'s (its AuthenticatedEndpoint's), null without a token
+  Endpoint* const endpoint_;  // runtime_'s
   mutable Mutex mu_;
   CondVar done_cv_;
   std::optional<Status> outcome_ GUARDED_BY(mu_);  // set once the job ended
@@ -140,7 +142,6 @@ class Scheduler {
   std::unique_ptr<KeyPlacement> placement_ GUARDED_BY(mu_);
   bool shutdown_sent_ GUARDED_BY(mu_) = false;
   std::map<int32_t, proto::WorkerStalled> stalled_ GUARDED_BY(mu_);  // by worker node id
-  std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 
 }  // namespace syncline

@@ -5,9 +5,7 @@
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "metrics/common_metrics.h"
-#include "metrics/process_metrics.h"
 #include "transport/factory.h"
-#include "transport/node_endpoint.h"
 
 namespace syncline {
 namespace {
@@ -17,10 +15,6 @@ constexpr auto kJobLifetime = std::chrono::hours(24 * 365);
 // Requests queued per summation lane before the network thread waits:
 // bounds server memory while a lane is busy.
 constexpr size_t kMaxPendingPerLane = 4096;
-// How long shutdown waits for its last messages (FINISH) to leave. Short:
-// with zmq, Close lingers this long on messages queued for a peer that
-// died, and the other nodes wait on this process to end the job.
-constexpr auto kFlushDeadline = Millis(500);
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -41,9 +35,9 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
                std::string scheduler_address)
     : settings_(std::move(settings)),
       instruments_(metrics_),
-      endpoint_(NodeEndpoint(settings_, std::move(endpoint), &keys_, &shm_)),
+      runtime_(settings_, Role::kServer, std::move(endpoint), metrics_, std::move(scheduler_address)),
       listen_address_(std::move(listen_address)),
-      client_(settings_, Role::kServer, endpoint_.get(), std::move(scheduler_address), keys_),
+      client_(runtime_.client()),
       engine_(settings_.sum_threads),
       store_(KeyStoreOptions{settings_.num_workers, settings_.async, settings_.deterministic,
                              [this](uint64_t key, uint64_t round, int rank, Absence why) {
@@ -58,8 +52,7 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
     for (const proto::ChunkPlacement& c : placement.chunks())
       if (c.server_id() == client_.my_id()) store_.Place(c.key(), c.length_bytes());
   });
-  AddProcessMetrics(metrics_);
-  AddDroppedMessages(metrics_, [this] { const EndpointStats s = endpoint_->stats(); return std::pair{s.messages_malformed(), s.messages_unauthenticated}; });
+  runtime_.AddCommonMetrics();
   metrics_.AddCollector("syncline_keys", "Keys this server holds",
                         [this] { return std::vector<std::pair<MetricLabels, double>>{{{}, double(store_.num_keys())}}; });
 }
@@ -72,26 +65,20 @@ Server::~Server() {
   confirm_cv_.NotifyAll();
   if (confirm_thread_.joinable()) confirm_thread_.join();
   lanes_.Shutdown();
-  endpoint_->Close();
+  runtime_.Close();
+  runtime_.StopServingMetrics();  // its collectors read the state below
 }
 
 Status Server::Run() {
-  SYNCLINE_ASSIGN_OR_RETURN(exporter_, MetricsExporter::FromSettings(settings_, &metrics_));
   std::string want = listen_address_;
   if (want.empty()) {
     SYNCLINE_ASSIGN_OR_RETURN(want, ListenAddress(settings_.transport, settings_.host, settings_.port));
   }
   SYNCLINE_ASSIGN_OR_RETURN(std::string address,
-                            endpoint_->Listen(want, [this](Message&& m) { OnMessage(std::move(m)); }));
+                            runtime_.Listen(want, [this](Message&& m) { OnMessage(std::move(m)); }));
   SYNCLINE_LOG_INFO("server listening at {}", address);
-  SYNCLINE_RETURN_IF_ERROR(client_.Join(address, shm_ != nullptr).WithContext("joining the job"));
-  const auto workers = client_.NodesOf(proto::WORKER);
-  for (const auto& w : workers) {
-    SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(w.id(), w.address()));
-    worker_rank_[w.id()] = w.rank();
-  }
-  MarkColocatedPeers(shm_, workers);
-  AddNodeInfo(metrics_, "server", client_.my_rank());
+  SYNCLINE_RETURN_IF_ERROR(runtime_.Join(address));
+  for (const auto& w : runtime_.peers()) worker_rank_[w.id()] = w.rank();
   {
     // Serve what came before the address book; then drop our references
     // at once (a payload's sender may wait for its release).
@@ -110,9 +97,7 @@ Status Server::Run() {
   if (!st.ok()) return st;
   SYNCLINE_RETURN_IF_ERROR(lanes_.Drain(Deadline::AfterMs(settings_.request_timeout_ms)));
   SYNCLINE_LOG_INFO("job done; served {} keys", store_.num_keys());
-  (void)client_.Finish();
-  if (Status flushed = endpoint_->Flush(Deadline::After(kFlushDeadline)); !flushed.ok())
-    SYNCLINE_LOG_WARN("the FINISH may not reach the scheduler: {}", flushed.message());
+  (void)runtime_.Finish();
   return Status::Ok();
 }
 
@@ -231,7 +216,7 @@ void Server::SendReplies(std::vector<Reply>& replies) {
       instruments_.traffic.pulled_chunks.Add();
       for (const Buffer& payload : r.message.payloads) instruments_.traffic.pulled_bytes.Add(double(payload.size()));
     }
-    Status st = endpoint_->Send(r.to, std::move(r.message), Deadline::AfterMs(settings_.request_timeout_ms));
+    Status st = runtime_.endpoint().Send(r.to, std::move(r.message), Deadline::AfterMs(settings_.request_timeout_ms));
     if (!st.ok()) SYNCLINE_LOG_WARN("reply to node {} failed: {}", r.to, st.message());
   }
 }

@@ -17,15 +17,13 @@
 #include "common/buffer.h"
 #include "common/mutex.h"
 #include "common/settings.h"
-#include "control/authenticated_endpoint.h"
 #include "control/client.h"
 #include "metrics/common_metrics.h"
-#include "metrics/exporter.h"
 #include "metrics/registry.h"
+#include "node/node_runtime.h"
 #include "server/key_store.h"
 #include "summation/engine.h"
 #include "summation/lanes.h"
-#include "transport/node_endpoint.h"
 #include "transport/transport.h"
 
 namespace syncline {
@@ -79,11 +77,11 @@ class Server {
   const Settings settings_;
   MetricsRegistry metrics_;
   Instruments instruments_;
-  ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
-  KeyRing* keys_ = nullptr;     // the endpoint's key ring, in a job with a token
-  std::unique_ptr<Endpoint> endpoint_;
+  // The endpoint stack, the scheduler client and the common metrics; its
+  // exporter stops at the end of the destructor, before the rest goes.
+  NodeRuntime runtime_;
   const std::string listen_address_;
-  SchedulerClient client_;
+  SchedulerClient& client_;  // runtime_'s
   SummationEngine engine_;
   BufferPool pool_;
   KeyStore store_;
@@ -100,7 +98,6 @@ class Server {
   bool stopping_ GUARDED_BY(confirm_mu_) = false;
   std::atomic<bool> confirm_pending_{false};
   std::thread confirm_thread_;
-  std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 
 }  // namespace syncline

@@ -8,19 +8,11 @@
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "metrics/common_metrics.h"
-#include "metrics/process_metrics.h"
 #include "transport/factory.h"
-#include "transport/node_endpoint.h"
 #include "transport/wire.h"
 #include "worker/gpu/device_staging.h"
 
 namespace syncline {
-namespace {
-// How long shutdown waits for its last messages (FINISH, ABORT) to leave. Short:
-// with zmq, Close lingers this long on messages queued for a peer that
-// died, and the other nodes wait on this process to end the job.
-constexpr auto kFlushDeadline = Millis(500);
-}  // namespace
 
 Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings) {
   SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport, NodeTransportSecurity(settings)));
@@ -50,15 +42,14 @@ Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, con
       push_pull_seconds_(metrics_->AddHistogram("syncline_push_pull_seconds",
                                                "Time from a push_pull's start until its sum is back (or it failed)",
                                                ExponentialBuckets(1e-4, 4, 10))),
-      endpoint_(NodeEndpoint(settings_, std::move(endpoint), &keys_, &shm_)),
-      client_(settings_, Role::kWorker, endpoint_.get(), scheduler_address, keys_),
-      kv_(endpoint_.get(), &client_, settings_.request_timeout_ms,
+      runtime_(settings_, Role::kWorker, std::move(endpoint), *metrics_, scheduler_address),
+      client_(runtime_.client()),
+      kv_(&runtime_.endpoint(), &client_, settings_.request_timeout_ms,
           [this](uint64_t bytes) { chunk_scheduler_->Release(bytes); }, *metrics_),
       chunk_scheduler_(std::move(chunk_scheduler)),
       cuda_(CudaDevicesPresent()) {
   chunk_scheduler_->Start([this](ChunkTask&& chunk) { kv_.Send(std::move(chunk)); });
-  AddProcessMetrics(*metrics_);
-  AddDroppedMessages(*metrics_, [this] { const EndpointStats s = endpoint_->stats(); return std::pair{s.messages_malformed(), s.messages_unauthenticated}; });
+  runtime_.AddCommonMetrics();
   AddSchedulerMetrics();
 }
 
@@ -86,7 +77,7 @@ Operation::DoneCallback Worker::Measured(Operation::DoneCallback on_done) {
 }
 
 Worker::~Worker() {
-  stall_watch_.reset();  // it looks at ops_ and sends through endpoint_
+  stall_watch_.reset();  // it looks at ops_ and sends through the endpoint
   bool left_early = false;
   {
     MutexLock lock(mu_);
@@ -100,10 +91,8 @@ Worker::~Worker() {
   // starting ends the job now, naming itself, rather than leaving the others
   // to wait for the heartbeat timeout.
   if (left_early && rank() >= 0 && client_.health().ok()) {
-    client_.Abort("worker " + std::to_string(rank()) +
-                  " stopped without Shutdown (its training process failed, returned early or could not start)");
-    if (Status flushed = endpoint_->Flush(Deadline::After(kFlushDeadline)); !flushed.ok())
-      SYNCLINE_LOG_WARN("the ABORT may not reach the scheduler: {}", flushed.message());
+    runtime_.Abort("worker " + std::to_string(rank()) +
+                   " stopped without Shutdown (its training process failed, returned early or could not start)");
   }
   std::thread closer;
   {
@@ -111,26 +100,22 @@ Worker::~Worker() {
     closer.swap(closer_);
   }
   if (closer.joinable()) closer.join();
-  endpoint_->Close();
+  runtime_.Close();
   FailAll(Aborted("worker destroyed"));
+  runtime_.StopServingMetrics();  // its collectors read the state below
 }
 
 Status Worker::Start(const std::string& listen_address) {
-  SYNCLINE_ASSIGN_OR_RETURN(exporter_, MetricsExporter::FromSettings(settings_, metrics_.get()));
   SYNCLINE_ASSIGN_OR_RETURN(std::string address,
-                            endpoint_->Listen(listen_address, [this](Message&& m) { OnMessage(std::move(m)); }));
+                            runtime_.Listen(listen_address, [this](Message&& m) { OnMessage(std::move(m)); }));
   client_.SetAbortHandler([this](const Status& st) {
     FailAll(st);
     // Close the endpoint so queued sends drop their references to callers'
     // tensors; not on this thread, which may be the endpoint's own.
     MutexLock lock(mu_);
-    if (!leaving_ && !closer_.joinable()) closer_ = std::thread([this] { endpoint_->Close(); });
+    if (!leaving_ && !closer_.joinable()) closer_ = std::thread([this] { runtime_.Close(); });
   });
-  SYNCLINE_RETURN_IF_ERROR(client_.Join(address, shm_ != nullptr).WithContext("joining the job"));
-  const auto servers = client_.NodesOf(proto::SERVER);
-  for (const auto& s : servers) SYNCLINE_RETURN_IF_ERROR(endpoint_->Connect(s.id(), s.address()));
-  MarkColocatedPeers(shm_, servers);
-  AddNodeInfo(*metrics_, "worker", rank());
+  SYNCLINE_RETURN_IF_ERROR(runtime_.Join(address));
   if (settings_.trace) {
     timeline_ = std::make_unique<Timeline>(Timeline::Options{
         settings_.trace_dir + "/worker-" + std::to_string(rank()) + ".json", rank(), "worker " + std::to_string(rank()),
@@ -138,7 +123,7 @@ Status Worker::Start(const std::string& listen_address) {
     kv_.SetTimeline(timeline_.get());
   }
   SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers", client_.my_rank(), settings_.num_workers,
-                    client_.NodesOf(proto::SERVER).size());
+                    runtime_.peers().size());
   stall_watch_ = std::make_unique<StallWatch>(
       Millis(settings_.stall_timeout_ms), [this] { return StallSample(); },
       [this](const StallWatch::Report& report) { ReportStall(report); });
@@ -350,13 +335,7 @@ Status Worker::Shutdown() {
     else
       SYNCLINE_LOG_WARN("{}", written.message());
   }
-  if (result.ok()) result = client_.Finish();
-  if (result.ok()) {
-    // The job's work is done either way; a FINISH that does not leave makes
-    // the scheduler time this worker out, which the log then explains.
-    if (Status flushed = endpoint_->Flush(Deadline::After(kFlushDeadline)); !flushed.ok())
-      SYNCLINE_LOG_WARN("the FINISH may not reach the scheduler: {}", flushed.message());
-  }
+  if (result.ok()) result = runtime_.Finish();
   MutexLock lock(mu_);
   shutdown_ = result;
   return result;

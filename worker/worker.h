@@ -31,11 +31,9 @@
 #include "common/mutex.h"
 #include "common/settings.h"
 #include "common/timeline.h"
-#include "control/authenticated_endpoint.h"
 #include "control/client.h"
-#include "metrics/exporter.h"
 #include "metrics/registry.h"
-#include "transport/node_endpoint.h"
+#include "node/node_runtime.h"
 #include "transport/transport.h"
 #include "worker/chunk.h"
 #include "worker/kv_client.h"
@@ -117,7 +115,9 @@ class Worker {
   const MetricsRegistry& metrics() const { return *metrics_; }
 
   // Traffic through shared memory (zeros when it is off or unused).
-  ShmEndpoint::ShmStats shm_stats() const { return shm_ ? shm_->shm_stats() : ShmEndpoint::ShmStats{}; }
+  ShmEndpoint::ShmStats shm_stats() const {
+    return runtime_.shm() ? runtime_.shm()->shm_stats() : ShmEndpoint::ShmStats{};
+  }
 
   // Deadline for one blocking call (settings: request_timeout_ms).
   Deadline DefaultDeadline() const { return Deadline::AfterMs(settings_.request_timeout_ms); }
@@ -163,10 +163,10 @@ class Worker {
   Counter& push_pulls_failed_;
   Counter& unexpected_messages_;
   Histogram& push_pull_seconds_;
-  ShmEndpoint* shm_ = nullptr;  // the endpoint's shared-memory layer, if on
-  KeyRing* keys_ = nullptr;     // the endpoint's key ring, in a job with a token
-  std::unique_ptr<Endpoint> endpoint_;
-  SchedulerClient client_;
+  // The endpoint stack, the scheduler client and the common metrics; its
+  // exporter stops at the end of the destructor, before the rest goes.
+  NodeRuntime runtime_;
+  SchedulerClient& client_;  // runtime_'s
   std::unique_ptr<Timeline> timeline_;  // set in Start, before any push_pull
   KvClient kv_;
   std::unique_ptr<ChunkScheduler> chunk_scheduler_;  // after kv_: stops sending before kv_ goes
@@ -185,7 +185,6 @@ class Worker {
   std::optional<Status> shutdown_ GUARDED_BY(mu_);
   std::thread closer_ GUARDED_BY(mu_);  // closes the endpoint after an abort
   bool leaving_ GUARDED_BY(mu_) = false;  // the destructor has begun; it closes the endpoint itself
-  std::unique_ptr<MetricsExporter> exporter_;  // last: stops serving before the rest goes
 };
 
 }  // namespace syncline

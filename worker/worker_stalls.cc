@@ -51,7 +51,7 @@ void Worker::ReportStall(const StallWatch::Report& report) {
     SYNCLINE_LOG_WARN("worker {}: no push_pull has ended for {} s; the oldest in flight is of tensor '{}'", rank(),
                       report.waited.count() / 1000, report.waiting_for);
   }
-  Status st = endpoint_->Send(kSchedulerPeer, std::move(m), Deadline::AfterMs(settings_.heartbeat_timeout_ms));
+  Status st = runtime_.endpoint().Send(kSchedulerPeer, std::move(m), Deadline::AfterMs(settings_.heartbeat_timeout_ms));
   if (!st.ok()) SYNCLINE_LOG_WARN_LIMITED("could not tell the scheduler about a stall: {}", st.message());
 }
 

@@ -1,4 +1,4 @@
-// The endpoint stack of a job with a token and shared memory (NodeEndpoint's
+// The endpoint stack of a job with a token and shared memory (NodeRuntime's
 // order: ShmEndpoint over AuthenticatedEndpoint over the transport), over the
 // loopback transport: a shared-memory reference is acted on only once its
 // sender is proven, the proof covers the reference, and whole messages

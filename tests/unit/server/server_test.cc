@@ -11,6 +11,7 @@
 #include <map>
 
 #include "common/mutex.h"
+#include "control/authenticated_endpoint.h"
 #include "scheduler/scheduler.h"
 #include "transport/loopback/loopback_network.h"
 #include "transport/wire.h"
