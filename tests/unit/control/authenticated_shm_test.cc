@@ -8,7 +8,9 @@
 
 #include <cstring>
 #include <numeric>
+#include <optional>
 
+#include "common/mutex.h"
 #include "control/authenticated_endpoint.h"
 #include "tests/unit/transport/collector.h"
 #include "transport/loopback/loopback_network.h"
@@ -50,6 +52,36 @@ class ForgingAuthenticator : public HeaderAuthenticator {
 
  private:
   KeyRing keys_;
+};
+
+// Signs the first header-ring record with the real key ring, then puts that
+// signed header into every later record: stands for whoever copies a genuine
+// record back into the ring.
+class ReplayingAuthenticator : public HeaderAuthenticator {
+ public:
+  void Bind(HeaderAuthenticator* real) {
+    MutexLock lock(mu_);
+    real_ = real;
+  }
+  Status Sign(PeerId peer, proto::Header* header) override {
+    MutexLock lock(mu_);
+    if (recorded_) {
+      *header = *recorded_;
+      return Status::Ok();
+    }
+    SYNCLINE_RETURN_IF_ERROR(real_->Sign(peer, header));
+    recorded_ = *header;
+    return Status::Ok();
+  }
+  Status Check(proto::Header* header) override {
+    MutexLock lock(mu_);
+    return real_->Check(header);
+  }
+
+ private:
+  Mutex mu_;
+  HeaderAuthenticator* real_ GUARDED_BY(mu_) = nullptr;
+  std::optional<proto::Header> recorded_ GUARDED_BY(mu_);
 };
 
 // Node 1 (a worker) and node 2 (a server) on one machine, sharing a key; an
@@ -178,6 +210,24 @@ TEST_F(AuthenticatedShmTest, HeaderRingRecordsWithoutTheKeyAreDroppedAndCounted)
   // Everything else a sent came through the socket, with its real proof, and arrived.
   EXPECT_TRUE(Eventually([&] { return b_in_.size() + ring_sent == a_->stats().messages_sent; }))
       << b_in_.size() << " + " << ring_sent << " != " << a_->stats().messages_sent;
+}
+
+TEST_F(AuthenticatedShmTest, AReplayedHeaderRingRecordIsDroppedAndCounted) {
+  ReplayingAuthenticator replayer;
+  Start(&replayer);  // a's first ring record is genuine; every later one repeats its proof
+  replayer.Bind(a_keys_.get());
+  ASSERT_TRUE(a_->Send(2, Push(1, 0, 64 << 10), Soon()).ok());
+  ASSERT_TRUE(b_in_.WaitFor(1));  // through the socket: b maps the segment and reads its ring from now on
+  ASSERT_TRUE(Eventually([&] {
+    (void)a_->Send(2, Push(1, 1, 64), Soon());
+    return a_->shm_stats().ring_messages_sent >= 3;
+  }));
+  const uint64_t ring_sent = a_->shm_stats().ring_messages_sent;
+  ASSERT_TRUE(Eventually([&] { return b_->stats().messages_unauthenticated >= ring_sent - 1; }))
+      << b_->stats().messages_unauthenticated << " of " << ring_sent - 1;
+  EXPECT_EQ(b_->shm_stats().ring_messages_received, 1u);
+  EXPECT_TRUE(Eventually([&] { return b_in_.size() + ring_sent - 1 == a_->stats().messages_sent; }))
+      << b_in_.size() << " + " << ring_sent - 1 << " != " << a_->stats().messages_sent;
 }
 
 }  // namespace
