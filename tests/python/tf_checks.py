@@ -18,9 +18,31 @@ def exact_sums():
     which the install step must have built here), and through the fallback where there is no op."""
     assert ops.native_op() is not None, "the SynclinePushPull op was not built at install time"
     _exact_sums("op")
+    _ops_of_a_list_are_not_chained()
     ops._op_state[:] = [None]  # as where the op could not be built
     _exact_sums("fallback")
     _after_context_reset()
+
+
+def _ops_of_a_list_are_not_chained():
+    """Inside tf.function each tensor's op may start once its input exists: TensorFlow's automatic
+    control dependencies would otherwise chain the ops in program order (one tensor in flight:
+    issue 30). The sums stay exact."""
+    rank, size = bps.rank(), bps.size()
+
+    @tf.function
+    def step(a, b, c):
+        return ops.push_pull_list([a * 1.0, b * 2.0, c * 3.0], ["chain.a", "chain.b", "chain.c"], average=False)
+
+    mine = tf.fill((1000,), float(rank + 1))
+    graph = step.get_concrete_function(mine, mine, mine).graph
+    pushes = [op for op in graph.get_operations() if op.type == "SynclinePushPull"]
+    assert len(pushes) == 3, [op.type for op in graph.get_operations()]
+    for op in pushes:
+        assert not [c.name for c in op.control_inputs if c.type == "SynclinePushPull"], (op.name, op.control_inputs)
+    got = step(mine, mine, mine)
+    for k, out in enumerate(got, start=1):
+        assert np.all(out.numpy() == k * sum(range(1, size + 1))), (k, out[:4])
 
 
 def _after_context_reset():

@@ -147,10 +147,24 @@ def _push_pull_native(op, session, tensor, name, average, priority):
     tf.function). Eagerly, its failure is a SynclineError, as on the other path."""
     tensor_id = session.tensor_id(name, _DTYPE_CODES[tensor.dtype], tuple(tensor.shape.as_list()))
     try:
-        return op.syncline_push_pull(tensor, api=session.worker.kernel_api(), tensor_id=tensor_id,
-                                     average=average, priority=priority)
+        out = op.syncline_push_pull(tensor, api=session.worker.kernel_api(), tensor_id=tensor_id,
+                                    average=average, priority=priority)
     except tf.errors.OpError as e:  # raised only eagerly: in a graph the op fails when it runs
         raise SynclineError(e.message) from None
+    if not tf.executing_eagerly():
+        _run_independently(out)
+    return out
+
+
+def _run_independently(out):
+    """Inside tf.function, lets the op of `out` start as soon as its input exists. TensorFlow's
+    automatic control dependencies chain every stateful op without a resource input in program
+    order, so each push_pull would wait for the one before it to come back: one tensor in flight,
+    7 x slower than MultiWorkerMirroredStrategy on the emulated cluster (issue 30). An independent
+    op still runs every call; its sum is read through its output, as before."""
+    manager = getattr(out.graph, "experimental_acd_manager", None)
+    if manager is not None:
+        manager.run_independently(out.op)
 
 
 def push_pull_list(tensors, names, average=True, priorities=None):
