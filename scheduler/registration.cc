@@ -51,8 +51,8 @@ void Scheduler::OnRegister(const Message& m) {
     // The token alone does not make a registration fresh: one recorded in an
     // earlier job with the same token proves it too. It must carry back the
     // challenge this scheduler sent to its nonce.
-    auto it = challenged_.find(nonce);
     if (r.challenge().empty()) return Challenge(m);
+    auto it = challenged_.find(nonce);
     if (it == challenged_.end() || !SameSecret(r.challenge(), it->second.challenge)) {
       stale_registrations_.fetch_add(1, std::memory_order_relaxed);
       rejected_registrations_.Add();

@@ -114,6 +114,19 @@ class AuthenticatedShmTest : public ::testing::Test {
     b_->PeersComplete();
   }
 
+  // A message from a through the socket, after which b maps a's segment and
+  // reads its header ring; then small messages until at least 3 went
+  // through the ring. `*ring_sent`: how many did.
+  void SendThroughTheRing(uint64_t* ring_sent) {
+    ASSERT_TRUE(a_->Send(2, Push(1, 0, 64 << 10), Soon()).ok());
+    ASSERT_TRUE(b_in_.WaitFor(1));
+    ASSERT_TRUE(Eventually([&] {
+      (void)a_->Send(2, Push(1, 1, 64), Soon());
+      return a_->shm_stats().ring_messages_sent >= 3;
+    }));
+    *ring_sent = a_->shm_stats().ring_messages_sent;
+  }
+
   LoopbackNetwork net_;
   std::shared_ptr<KeyRing> a_keys_, b_keys_;
   std::unique_ptr<ShmEndpoint> a_, b_;
@@ -197,13 +210,8 @@ TEST_F(AuthenticatedShmTest, AnOutsidersReferenceToAPeersSegmentOpensNothing) {
 TEST_F(AuthenticatedShmTest, HeaderRingRecordsWithoutTheKeyAreDroppedAndCounted) {
   ForgingAuthenticator forger;
   Start(&forger);  // a's socket messages carry its real proof; its ring records a forged one
-  ASSERT_TRUE(a_->Send(2, Push(1, 0, 64 << 10), Soon()).ok());
-  ASSERT_TRUE(b_in_.WaitFor(1));  // through the socket: b maps the segment and reads its ring from now on
-  ASSERT_TRUE(Eventually([&] {
-    (void)a_->Send(2, Push(1, 1, 64), Soon());
-    return a_->shm_stats().ring_messages_sent >= 3;
-  }));
-  const uint64_t ring_sent = a_->shm_stats().ring_messages_sent;
+  uint64_t ring_sent = 0;
+  ASSERT_NO_FATAL_FAILURE(SendThroughTheRing(&ring_sent));
   ASSERT_TRUE(Eventually([&] { return b_->stats().messages_unauthenticated >= ring_sent; }))
       << b_->stats().messages_unauthenticated << " of " << ring_sent;
   EXPECT_EQ(b_->shm_stats().ring_messages_received, 0u);
@@ -216,13 +224,8 @@ TEST_F(AuthenticatedShmTest, AReplayedHeaderRingRecordIsDroppedAndCounted) {
   ReplayingAuthenticator replayer;
   Start(&replayer);  // a's first ring record is genuine; every later one repeats its proof
   replayer.Bind(a_keys_.get());
-  ASSERT_TRUE(a_->Send(2, Push(1, 0, 64 << 10), Soon()).ok());
-  ASSERT_TRUE(b_in_.WaitFor(1));  // through the socket: b maps the segment and reads its ring from now on
-  ASSERT_TRUE(Eventually([&] {
-    (void)a_->Send(2, Push(1, 1, 64), Soon());
-    return a_->shm_stats().ring_messages_sent >= 3;
-  }));
-  const uint64_t ring_sent = a_->shm_stats().ring_messages_sent;
+  uint64_t ring_sent = 0;
+  ASSERT_NO_FATAL_FAILURE(SendThroughTheRing(&ring_sent));
   ASSERT_TRUE(Eventually([&] { return b_->stats().messages_unauthenticated >= ring_sent - 1; }))
       << b_->stats().messages_unauthenticated << " of " << ring_sent - 1;
   EXPECT_EQ(b_->shm_stats().ring_messages_received, 1u);
