@@ -58,26 +58,27 @@ def outsider(*args):
     return int(re.search(r"outsider: (\d+) messages", proc.stdout).group(1))
 
 
-def start_job(cluster_factory, **settings):
+def start_job(cluster_factory, rounds=ROUNDS, **settings):
     c = cluster_factory(WORKERS, 1, **transport_env("shm"), **settings)
+    args = ["--rounds", str(rounds), *ARGS[2:]]
     ports = {"server 0": free_port(), **{f"worker {r}": free_port() for r in range(WORKERS)}}
     metrics = {name: free_port() for name in ["scheduler", *ports]}
     c.start_scheduler(SYNCLINE_METRICS_PORT=metrics["scheduler"])
     c.start_server(0, SYNCLINE_PORT=ports["server 0"], SYNCLINE_METRICS_PORT=metrics["server 0"])
     for r in range(WORKERS):
         name = f"worker {r}"
-        c.start_worker(r, ARGS, SYNCLINE_PORT=ports[name], SYNCLINE_METRICS_PORT=metrics[name])
+        c.start_worker(r, args, SYNCLINE_PORT=ports[name], SYNCLINE_METRICS_PORT=metrics[name])
     for r in range(WORKERS):
-        assert c.wait_for_output(f"worker {r}", f"round 5/{ROUNDS}", timeout=120), c.output(f"worker {r}")
+        assert c.wait_for_output(f"worker {r}", f"round 5/{rounds}", timeout=120), c.output(f"worker {r}")
     return c, ports, metrics
 
 
-def assert_job_completes_exactly(c, timeout=300):
+def assert_job_completes_exactly(c, timeout=300, rounds=ROUNDS):
     codes = c.wait_all(timeout=timeout)
     outputs = {name: c.output(name)[-3000:] for name in codes}
     assert all(code == 0 for code in codes.values()), (codes, outputs)
     for r in range(WORKERS):
-        assert f"done: {ROUNDS} rounds" in c.output(f"worker {r}"), outputs  # every round's sum checked exactly
+        assert f"done: {rounds} rounds" in c.output(f"worker {r}"), outputs  # every round's sum checked exactly
 
 
 def test_references_to_the_jobs_shared_memory_open_nothing(cluster_factory):
@@ -175,7 +176,9 @@ def test_floods_do_not_starve_heartbeats(cluster_factory):
     the names of the job's nodes, each with a made-up proof the receiver must check, while the job
     beats every 0.25 s with a 3 s timeout: no live node is declared dead, every flooded message is
     counted, and the job completes exactly. (docs/security.md: the same for five minutes.)"""
-    c, ports, metrics = start_job(cluster_factory, SYNCLINE_HEARTBEAT_INTERVAL_MS=250,
+    # The job must outlast the flood: 3000 rounds took under 15 s of it in one CI run.
+    rounds = max(ROUNDS, int(FLOOD_SECONDS * 1000))
+    c, ports, metrics = start_job(cluster_factory, rounds, SYNCLINE_HEARTBEAT_INTERVAL_MS=250,
                                   SYNCLINE_HEARTBEAT_TIMEOUT_MS=3000)
     flooded = {"scheduler": c.port, "server 0": ports["server 0"], "worker 0": ports["worker 0"]}
     before = {name: dropped(metrics[name]) for name in flooded}
@@ -194,4 +197,4 @@ def test_floods_do_not_starve_heartbeats(cluster_factory):
         assert wait_dropped(metrics[name], count, sent[name]) == sent[name], name
     print(f"flood of {FLOOD_SECONDS:.0f} s: {sent} messages; oldest heartbeat at the scheduler {oldest:.2f} s")
     assert oldest < 3.0
-    assert_job_completes_exactly(c)
+    assert_job_completes_exactly(c, rounds=rounds)
