@@ -58,9 +58,11 @@ def outsider(*args):
     return int(re.search(r"outsider: (\d+) messages", proc.stdout).group(1))
 
 
-def start_job(cluster_factory, rounds=ROUNDS, **settings):
+def start_job(cluster_factory, rounds=ROUNDS, linger_s=0, **settings):
+    """`linger_s`: the workers stay up that long after their last round, so the job outlasts an
+    attack whose length does not depend on the rounds."""
     c = cluster_factory(WORKERS, 1, **transport_env("shm"), **settings)
-    args = ["--rounds", str(rounds), *ARGS[2:]]
+    args = ["--rounds", str(rounds), *ARGS[2:], "--linger", str(linger_s)]
     ports = {"server 0": free_port(), **{f"worker {r}": free_port() for r in range(WORKERS)}}
     metrics = {name: free_port() for name in ["scheduler", *ports]}
     c.start_scheduler(SYNCLINE_METRICS_PORT=metrics["scheduler"])
@@ -102,8 +104,9 @@ def test_heartbeats_from_ever_new_ids_leave_no_memory_behind(cluster_factory):
     A flood also costs buffers on its way in, which the allocator keeps, once, at whichever flood
     first finds the job warm (a CI run saw 17 MiB of it at the second). So the test sends four
     floods of new ids and asks that at least one of the last three grow the server by less than
-    half of what its records alone would take: a leak grows it at every one."""
-    c, ports, metrics = start_job(cluster_factory)
+    half of what its records alone would take: a leak grows it at every one. The job lingers 20 s
+    after its rounds, so the server is still there for the last flood."""
+    c, ports, metrics = start_job(cluster_factory, linger_s=20)
     server = c.procs["server 0"][0].pid
     rss = []
     for batch in range(4):
@@ -151,8 +154,10 @@ def test_slow_scrapers_do_not_keep_a_finished_job_alive(cluster_factory):
 def test_a_huge_frame_is_never_buffered(cluster_factory):
     """Every node's socket refuses, as it arrives, a frame larger than it could need: the scheduler
     takes only headers (at most 1 MiB), servers and workers a header or one chunk of the job's
-    largest (4 MiB here). Before issue 28 each buffered up to 16 GiB from anyone, then dropped it."""
-    c, ports, metrics = start_job(cluster_factory)
+    largest (4 MiB here). Before issue 28 each buffered up to 16 GiB from anyone, then dropped it.
+    Each outsider waits out its 5 s flush (the frame never leaves), longer than the job's rounds may
+    take: the job lingers 20 s."""
+    c, ports, metrics = start_job(cluster_factory, linger_s=20)
     targets = {"scheduler": c.port, **ports}
     pids = {name: c.procs[name][0].pid for name in targets}
     peaks = {name: rss_kib(pid, "VmHWM") for name, pid in pids.items()}
