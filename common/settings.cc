@@ -136,6 +136,8 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_STALL_TIMEOUT_MS", {}, Integer(&Settings::stall_timeout_ms, 0, 86400000)},
       {"SYNCLINE_SERVER_THREADS", {{"BYTEPS_SERVER_ENGINE_THREAD", 1}},
        Integer(&Settings::server_threads, 1, 256)},
+      {"SYNCLINE_SERVER_SCHEDULE", {{"BYTEPS_SERVER_ENABLE_SCHEDULE", 1}}, Boolean(&Settings::server_schedule)},
+      {"SYNCLINE_SERVER_REPLY_WINDOW_BYTES", {}, Integer(&Settings::server_reply_window_bytes, 1, 1ll << 40)},
       {"SYNCLINE_SUM_THREADS", {{"BYTEPS_OMP_THREAD_PER_GPU", 1}}, Integer(&Settings::sum_threads, 0, 1024)},
       {"SYNCLINE_SCHEDULING", {}, Text(&Settings::scheduling, {"priority", "fifo"})},
       {"SYNCLINE_SCHEDULING_CREDIT", {}, Integer(&Settings::scheduling_credit, 0, 1ll << 40)},

@@ -123,6 +123,18 @@ struct Settings {
   // SYNCLINE_SERVER_THREADS | BYTEPS_SERVER_ENGINE_THREAD. Summation engine
   // threads per server; each key is always handled by the same thread.
   int server_threads = 2;
+  // SYNCLINE_SERVER_SCHEDULE | BYTEPS_SERVER_ENABLE_SCHEDULE. Servers send
+  // each worker its sums most urgent first (the priority its push carried),
+  // keeping at most server_reply_window_bytes of them unacknowledged per
+  // worker; the rest wait in the server, where a later urgent sum overtakes
+  // them, instead of in its socket (server/reply_scheduler.h). Off: every sum
+  // leaves as its round completes. Default on (BytePS: off).
+  bool server_schedule = true;
+  // SYNCLINE_SERVER_REPLY_WINDOW_BYTES. The window above, per worker and
+  // server: reply bytes sent and not yet acknowledged by the worker. One reply
+  // always goes when none is in flight. Smaller: an urgent sum waits less
+  // behind others; larger: fuller links over long round trips.
+  uint64_t server_reply_window_bytes = 1ull << 20;
   // SYNCLINE_SUM_THREADS | BYTEPS_OMP_THREAD_PER_GPU. Threads a single large
   // summation may be split over (oneTBB); 0 = number of cores.
   int sum_threads = 0;
@@ -188,6 +200,9 @@ struct Settings {
   // The credit in bytes (0 = unlimited), from SYNCLINE_SCHEDULING_CREDIT,
   // else BYTEPS_SCHEDULING_CREDIT partitions, else 4 partitions.
   uint64_t SchedulingCreditBytes() const;
+  // A server's reply window per worker in bytes; 0 = no window, replies
+  // leave as rounds complete (server_schedule off).
+  uint64_t ServerReplyWindowBytes() const { return server_schedule ? server_reply_window_bytes : 0; }
   // The largest chunk a node of this job sends or takes: partition_bytes, or
   // the online tuner's largest partition if that is larger. Servers and
   // workers refuse larger frames at the socket (transport/factory.h), and the

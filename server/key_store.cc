@@ -140,6 +140,7 @@ Message KeyStore::ReplyTo(const Message& request, proto::Op op) const {
   m.header.set_round(request.header.round());
   m.header.set_dtype(request.header.dtype());
   m.header.set_request_id(request.header.request_id());
+  m.header.set_priority(request.header.priority());
   return m;
 }
 
@@ -238,7 +239,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   }
   ++round.pushes;
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
-    round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id(), rank});
+    round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id(), rank, push.header.priority()});
   if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   if (round.pushes < options_.num_workers) return ReportIfOrphaned(key, number, round);
   Complete(key, round);
@@ -272,6 +273,7 @@ void KeyStore::Answer(KeyState& key, uint64_t number, Round& round, const Waiter
   reply.header.set_round(number);
   reply.header.set_dtype(DTypeToWire(key.dtype));
   reply.header.set_request_id(w.request_id);
+  reply.header.set_priority(w.priority);
   reply.header.set_byte_length(round.sum.size());
   reply.payloads.push_back(round.sum);  // shared, not copied; back to the pool when sent
   out->push_back(Reply{w.to, std::move(reply)});
@@ -325,7 +327,7 @@ void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
   }
   KeyState* key = StateFor(pull, out);
   if (key == nullptr) return;
-  const Waiter w{pull.header.sender(), pull.header.request_id(), rank};
+  const Waiter w{pull.header.sender(), pull.header.request_id(), rank, pull.header.priority()};
   if (options_.async) {
     Message reply = ReplyTo(pull, proto::PULL_REPLY);
     Buffer value = Snapshot(*key);

@@ -93,6 +93,7 @@ class KeyStore {
     int32_t to;
     uint64_t request_id;
     int rank;
+    int64_t priority;  // of the request: its reply's
   };
   struct Round {
     Buffer sum;                       // valid once the first push is in (arrival order) or at completion

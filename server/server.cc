@@ -29,7 +29,8 @@ Server::Instruments::Instruments(MetricsRegistry& r)
                                        ExponentialBuckets(1e-5, 4, 10))),
       rejected(ErrorCounter(r, "request_rejected")),
       not_a_member(ErrorCounter(r, "sender_not_a_worker")),
-      unexpected(ErrorCounter(r, "unexpected_message")) {}
+      unexpected(ErrorCounter(r, "unexpected_message")),
+      excess_acks(ErrorCounter(r, "reply_ack_beyond_replies_sent")) {}
 
 Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::string listen_address,
                std::string scheduler_address)
@@ -45,6 +46,7 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
                              },
                              [this] { instruments_.rounds.Add(); }, /*require_placement=*/true},
              &engine_, &pool_),
+      replies_(settings_.ServerReplyWindowBytes()),
       lanes_(settings_.server_threads, kMaxPendingPerLane) {
   client_.SetWorkerFinishedHandler([this](int rank) { OnWorkerFinished(rank); });
   client_.SetWorkerAtBarrierHandler([this](const proto::WorkerAtBarrier& note) { OnWorkerAtBarrier(note); });
@@ -55,6 +57,12 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
   runtime_.AddCommonMetrics();
   metrics_.AddCollector("syncline_keys", "Keys this server holds",
                         [this] { return std::vector<std::pair<MetricLabels, double>>{{{}, double(store_.num_keys())}}; });
+  metrics_.AddCollector("syncline_server_replies_waiting",
+                        "Summed replies waiting for room in their worker's reply window",
+                        [this] { return std::vector<std::pair<MetricLabels, double>>{{{}, double(replies_.load().queued_replies)}}; });
+  metrics_.AddCollector("syncline_server_reply_bytes_in_flight",
+                        "Reply bytes sent to workers and not yet acknowledged by them",
+                        [this] { return std::vector<std::pair<MetricLabels, double>>{{{}, double(replies_.load().bytes_in_flight)}}; });
 }
 
 Server::~Server() {
@@ -159,6 +167,7 @@ void Server::ReportOrphanedRound(uint64_t key, uint64_t round, int rank, Absence
 void Server::OnMessage(Message&& m) {
   if (client_.Handle(m)) return;
   const proto::Op op = m.header.op();
+  if (op == proto::REPLY_ACK) return OnReplyAck(m);
   if (op != proto::PUSH && op != proto::PULL) {
     instruments_.unexpected.Add();
     SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}", proto::Op_Name(op), m.header.sender());
@@ -208,7 +217,35 @@ void Server::Serve(const std::shared_ptr<Message>& m) {
   }
 }
 
+void Server::OnReplyAck(const Message& ack) {
+  {
+    MutexLock lock(pending_mu_);
+    if (!ready_ || !worker_rank_.count(ack.header.sender())) {
+      instruments_.unexpected.Add();
+      SYNCLINE_LOG_WARN_LIMITED("ignoring REPLY_ACK from node {}: not a worker of this job", ack.header.sender());
+      return;
+    }
+  }
+  ReplyScheduler::Acknowledged acked = replies_.Acknowledge(ack.header.sender(), ack.header.reply_ack().bytes());
+  if (acked.excess_bytes > 0) {
+    instruments_.excess_acks.Add();
+    SYNCLINE_LOG_WARN_LIMITED("node {} acknowledged {} reply bytes more than it was sent", ack.header.sender(),
+                              acked.excess_bytes);
+  }
+  if (acked.ready.empty()) return;
+  // Sent on a lane, never on this receiving thread: a send may wait for the transport.
+  auto ready = std::make_shared<std::vector<Reply>>(std::move(acked.ready));
+  const uint64_t lane_key = ready->front().message.header.key();
+  Status st = lanes_.Submit(lane_key, [this, ready] { Transmit(*ready); });
+  if (!st.ok()) SYNCLINE_LOG_WARN("{} replies not sent: {}", ready->size(), st.message());
+}
+
 void Server::SendReplies(std::vector<Reply>& replies) {
+  std::vector<Reply> ready = replies_.Submit(std::move(replies));
+  Transmit(ready);
+}
+
+void Server::Transmit(std::vector<Reply>& replies) {
   for (Reply& r : replies) {
     r.message.header.set_sender(client_.my_id());
     if (r.message.header.op() == proto::ERROR) instruments_.rejected.Add();

@@ -22,6 +22,7 @@
 #include "metrics/registry.h"
 #include "node/node_runtime.h"
 #include "server/key_store.h"
+#include "server/reply_scheduler.h"
 #include "summation/engine.h"
 #include "summation/lanes.h"
 #include "transport/transport.h"
@@ -43,13 +44,18 @@ class Server {
   void RequestStop(const std::string& reason);
 
   const KeyStore& key_store() const { return store_; }
+  const ReplyScheduler& reply_scheduler() const { return replies_; }
   // What this server counts (served over HTTP when settings.metrics_port is set).
   const MetricsRegistry& metrics() const { return metrics_; }
 
  private:
   void OnMessage(Message&& m);
   void Serve(const std::shared_ptr<Message>& m);
+  // Sends what the reply scheduler lets leave now; the rest leaves on acks.
   void SendReplies(std::vector<Reply>& replies);
+  void Transmit(std::vector<Reply>& replies);
+  // A worker's REPLY_ACK: sends the sums its window now has room for.
+  void OnReplyAck(const Message& ack);
   // A worker finished, or waits at a barrier: rounds lacking its push cannot
   // complete (a barrier comes after the worker's own push_pulls, so the
   // workers that pushed such a round wait for it and never reach the barrier).
@@ -72,6 +78,7 @@ class Server {
     Counter& rejected;
     Counter& not_a_member;
     Counter& unexpected;
+    Counter& excess_acks;
   };
 
   const Settings settings_;
@@ -85,6 +92,7 @@ class Server {
   SummationEngine engine_;
   BufferPool pool_;
   KeyStore store_;
+  ReplyScheduler replies_;
   SerialLanes lanes_;
 
   Mutex pending_mu_;

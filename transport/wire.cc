@@ -66,6 +66,7 @@ proto::Header::BodyCase RequiredBody(proto::Op op) {
     case proto::WORKER_AT_BARRIER: return proto::Header::kWorkerAtBarrier;
     case proto::ERROR: return proto::Header::kError;
     case proto::WORKER_FINISHED: return proto::Header::kWorkerFinished;
+    case proto::REPLY_ACK: return proto::Header::kReplyAck;
     default: return proto::Header::BODY_NOT_SET;
   }
 }

@@ -14,7 +14,12 @@ KvClient::KvClient(Endpoint* endpoint, const SchedulerClient* control, int reque
       request_timeout_ms_(request_timeout_ms),
       release_(std::move(release)),
       traffic_(TrafficCounters::Register(metrics)),
-      unknown_replies_(ErrorCounter(metrics, "reply_to_unknown_request")) {}
+      unknown_replies_(ErrorCounter(metrics, "reply_to_unknown_request")),
+      acks_([this](int32_t server, uint64_t bytes) {
+        Message ack = MakeMessage(proto::REPLY_ACK, control_->my_id());
+        ack.header.mutable_reply_ack()->set_bytes(bytes);
+        return endpoint_->Send(server, std::move(ack), Deadline::AfterMs(request_timeout_ms_));
+      }) {}
 
 uint64_t KvClient::TakeCreditLocked(InFlight& entry) {
   if (!entry.holds_credit) return 0;
@@ -35,6 +40,7 @@ void KvClient::Send(ChunkTask&& chunk) {
   m.header.set_dtype(DTypeToWire(chunk.dtype));
   m.header.set_byte_length(chunk.length);
   m.header.set_request_id(request);
+  m.header.set_priority(chunk.priority);
   m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH | proto::FLAG_ACK_PUSH |
                      (chunk.average ? proto::FLAG_AVERAGE : 0));
   std::optional<Buffer> view = chunk.op->SendView(chunk.index);
@@ -86,6 +92,9 @@ bool KvClient::Handle(Message& m) {
   }
   if (credit > 0) release_(credit);
   if (op == proto::PUSH_ACK) return true;
+  // The server counts this sum against its window to us until we say it came.
+  if (op == proto::PULL_REPLY && (m.header.flags() & proto::FLAG_ACK_REPLY))
+    acks_.Note(m.header.sender(), m.header.byte_length());
   if (op == proto::ERROR) {
     entry.op->Fail(Internal(control_->Describe(entry.server) + " rejected chunk " + std::to_string(entry.chunk) +
                             " of tensor '" + entry.op->tensor_name() + "': " + m.header.error().message()));

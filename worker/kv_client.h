@@ -7,6 +7,9 @@
 // until the server acknowledges the push (PUSH_ACK), or the chunk ends
 // otherwise (sum, error, failure): `release` is called exactly once per chunk.
 //
+// Sums that ask for it (FLAG_ACK_REPLY: a server scheduling its replies) are
+// acknowledged to their server (REPLY_ACK), from a thread of ReplyAcks.
+//
 // Thread-safety: all methods may be called from any thread; the worker feeds
 // data-plane messages from its endpoint's I/O thread through Handle().
 #pragma once
@@ -23,6 +26,7 @@
 #include "metrics/common_metrics.h"
 #include "transport/transport.h"
 #include "worker/chunk.h"
+#include "worker/reply_acks.h"
 
 namespace syncline {
 
@@ -69,6 +73,7 @@ class KvClient {
   std::atomic<uint64_t> next_request_{1};
   Mutex mu_;
   std::unordered_map<uint64_t, InFlight> in_flight_ GUARDED_BY(mu_);  // by request id
+  ReplyAcks acks_;  // last: its thread sends through endpoint_ until it stops
 };
 
 }  // namespace syncline

@@ -20,7 +20,7 @@ constexpr proto::Op kOps[] = {proto::REGISTER,      proto::ADDRESS_BOOK, proto::
                               proto::SHUTDOWN,      proto::DECLARE,      proto::DECLARE_REPLY, proto::WORKER_FINISHED,
                               proto::PUSH,          proto::PUSH_ACK,     proto::PULL,       proto::PULL_REPLY,
                               proto::ERROR,         proto::WORKER_AT_BARRIER, proto::PLACEMENT, proto::PLACEMENT_ACK,
-                              proto::WORKER_STALLED, proto::REGISTER_CHALLENGE, proto::OP_UNKNOWN};
+                              proto::WORKER_STALLED, proto::REGISTER_CHALLENGE, proto::REPLY_ACK, proto::OP_UNKNOWN};
 
 // Mostly small values (ids, ranks, keys, rounds that exist), sometimes any.
 uint64_t SmallOrAny(FuzzedDataProvider& in, uint64_t small) {
@@ -110,6 +110,9 @@ void FillBody(FuzzedDataProvider& in, proto::Header& h) {
     case proto::WORKER_FINISHED:
       h.mutable_worker_finished()->set_rank(SmallId(in));
       break;
+    case proto::REPLY_ACK:
+      h.mutable_reply_ack()->set_bytes(SmallOrAny(in, 1 << 20));
+      break;
     case proto::WORKER_STALLED: {
       auto* note = h.mutable_worker_stalled();
       note->set_stalled(in.ConsumeBool());
@@ -138,7 +141,8 @@ std::optional<Message> NextMessage(FuzzedDataProvider& in) {
   h.set_round(SmallOrAny(in, 6));
   h.set_dtype(AnyDType(in));
   h.set_request_id(SmallOrAny(in, 16));
-  h.set_flags(in.ConsumeIntegralInRange<uint32_t>(0, 8));
+  h.set_flags(in.ConsumeIntegralInRange<uint32_t>(0, 15));
+  if (in.ConsumeBool()) h.set_priority(in.ConsumeIntegral<int64_t>());
   FillBody(in, h);
   std::vector<Buffer> payloads;
   uint64_t bytes = 0;

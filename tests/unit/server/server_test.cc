@@ -9,6 +9,8 @@
 
 #include <future>
 #include <map>
+#include <set>
+#include <thread>
 
 #include "common/mutex.h"
 #include "control/authenticated_endpoint.h"
@@ -89,6 +91,7 @@ class ServerTest : public ::testing::Test {
     settings_.request_timeout_ms = 5000;
     settings_.server_threads = 2;
     settings_.sum_threads = 1;
+    settings_.server_reply_window_bytes = reply_window_bytes_;
 
     scheduler_ = std::make_unique<Scheduler>(settings_, net_.CreateEndpoint());
     ASSERT_TRUE(scheduler_->Listen(kSchedulerAddress).ok());
@@ -176,8 +179,15 @@ class ServerTest : public ::testing::Test {
     return workers_[rank]->endpoint->Send(server_id_, std::move(m), Deadline::AfterMs(2000));
   }
   int32_t id(int rank) { return workers_[rank]->client->my_id(); }
+  // Worker `rank` says `bytes` of the server's sums arrived.
+  Status Acknowledge(int rank, uint64_t bytes) {
+    Message ack = MakeMessage(proto::REPLY_ACK, id(rank));
+    ack.header.mutable_reply_ack()->set_bytes(bytes);
+    return Send(rank, std::move(ack));
+  }
 
   Settings settings_;
+  uint64_t reply_window_bytes_ = Settings{}.server_reply_window_bytes;  // a fixture may narrow it
   LoopbackNetwork net_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Server> server_;
@@ -357,6 +367,73 @@ TEST_F(ServerTest, ManyKeysConcurrentlyFromBothWorkers) {
     EXPECT_EQ(v[255], 3.0f * (k + 1));
   }
   EXPECT_EQ(server_->key_store().num_keys(), static_cast<size_t>(kKeys));
+}
+
+// A server whose reply window per worker holds two of the 1 KiB sums below.
+class ScheduledRepliesTest : public ServerTest {
+ protected:
+  ScheduledRepliesTest() { reply_window_bytes_ = 2048; }
+};
+
+TEST_F(ScheduledRepliesTest, AnUrgentSumOvertakesBulkSumsWaitingForTheWindow) {
+  // Eight bulk sums complete, then an urgent one; no worker acknowledges yet.
+  std::vector<float> v(256, 1.0f);
+  for (int k = 0; k < 9; ++k)
+    for (int rank = 0; rank < 2; ++rank) {
+      Message push = PushOf(Key(1000 + k), 0, id(rank), v, k);
+      push.header.set_priority(k == 8 ? 100 : 0);
+      ASSERT_TRUE(Send(rank, std::move(push)).ok());
+    }
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(workers_[r]->WaitForReplies(2));
+  const ReplyScheduler& replies = server_->reply_scheduler();
+  const Deadline deadline = Deadline::AfterMs(10000);
+  while (replies.load().queued_replies < 14 && !deadline.Expired()) std::this_thread::yield();
+  ASSERT_EQ(replies.load().queued_replies, 14u) << "7 sums per worker wait beyond its window";
+  EXPECT_EQ(replies.load().bytes_in_flight, 4u * 1024);
+  EXPECT_EQ(workers_[0]->NumReplies(), 2u) << "nothing beyond the window left";
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(workers_[0]->Reply(i).header.flags() & proto::FLAG_ACK_REPLY) << "a windowed sum asks for its ack";
+
+  // Room for one more: the urgent sum comes next, though it completed last.
+  ASSERT_TRUE(Acknowledge(0, 1024).ok());
+  ASSERT_TRUE(workers_[0]->WaitForReplies(3));
+  EXPECT_EQ(workers_[0]->Reply(2).header.key(), Key(1008));
+  EXPECT_EQ(workers_[0]->Reply(2).header.priority(), 100);
+  EXPECT_EQ(Floats(workers_[0]->Reply(2)), std::vector<float>(256, 2.0f));
+
+  // Worker 1's window is its own: still two sums; each acknowledgement of
+  // two lets two more through.
+  EXPECT_EQ(workers_[1]->NumReplies(), 2u);
+  for (size_t got = 2; got < 9; got = std::min<size_t>(got + 2, 9)) {
+    ASSERT_TRUE(Acknowledge(1, 2048).ok());
+    ASSERT_TRUE(workers_[1]->WaitForReplies(std::min<size_t>(got + 2, 9))) << got;
+  }
+  std::set<uint64_t> keys;
+  for (int i = 0; i < 9; ++i) keys.insert(workers_[1]->Reply(i).header.key());
+  EXPECT_EQ(keys.size(), 9u) << "every sum once";
+  EXPECT_EQ(workers_[1]->Reply(2).header.key(), Key(1008)) << "the urgent sum first of those that waited";
+}
+
+TEST_F(ScheduledRepliesTest, AcknowledgementsFromStrangersOrBeyondWhatWasSentChangeNothing) {
+  std::vector<float> v(256, 1.0f);
+  for (int k = 0; k < 4; ++k)
+    for (int rank = 0; rank < 2; ++rank) ASSERT_TRUE(Send(rank, PushOf(Key(1000 + k), 0, id(rank), v, k)).ok());
+  ASSERT_TRUE(workers_[0]->WaitForReplies(2));
+  // An acknowledgement from a node that is not a worker of the job is ignored.
+  auto stranger = net_.CreateEndpoint();
+  ASSERT_TRUE(stranger->Listen("loop://stranger", [](Message&&) {}).ok());
+  ASSERT_TRUE(stranger->Connect(server_id_, kServerAddress).ok());
+  Message forged = MakeMessage(proto::REPLY_ACK, id(0));
+  forged.header.mutable_reply_ack()->set_bytes(1024);
+  ASSERT_TRUE(stranger->Send(server_id_, std::move(forged), Deadline::AfterMs(2000)).ok());
+  // Worker 1 acknowledges far more than it got: its window is not widened.
+  ASSERT_TRUE(Acknowledge(1, 1 << 30).ok());
+  ASSERT_TRUE(workers_[1]->WaitForReplies(4));
+  EXPECT_EQ(workers_[0]->NumReplies(), 2u) << "worker 0 acknowledged nothing";
+  // Worker 0's genuine acknowledgement releases the rest.
+  ASSERT_TRUE(Acknowledge(0, 2048).ok());
+  EXPECT_TRUE(workers_[0]->WaitForReplies(4));
+  stranger->Close();
 }
 
 TEST_F(ServerTest, RequestStopAbortsTheJob) {

@@ -38,6 +38,7 @@ class InProcessJob {
     int stall_timeout_ms = 60000;
     int external_workers = 0;  // of `workers`, how many the test starts itself
     bool shm = false;          // payloads through shared memory (all nodes share this process)
+    uint64_t server_reply_window_bytes = Settings{}.server_reply_window_bytes;
     std::string trace_dir;     // set: workers trace steps 0-1 into it
     // Makes each worker's chunk scheduler, given its rank (unset: SendAtOnce).
     std::function<std::unique_ptr<ChunkScheduler>(int rank)> chunk_scheduler;
@@ -63,6 +64,7 @@ class InProcessJob {
     s.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
     s.request_timeout_ms = options_.request_timeout_ms;
     s.stall_timeout_ms = options_.stall_timeout_ms;
+    s.server_reply_window_bytes = options_.server_reply_window_bytes;
     s.startup_timeout_ms = 20000;
     s.job_token = "test-token";
     s.shm = options_.shm;

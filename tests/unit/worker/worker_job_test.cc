@@ -119,6 +119,20 @@ void ExpectExactSums(const InProcessJob::Options& o, const std::string& param) {
 
 TEST_P(WorkerJobTest, PushPullSumsExactlyForEveryDtypeAndSize) { ExpectExactSums(OptionsFromParam(), GetParam()); }
 
+// A server reply window of one byte: each sum to a worker waits until the
+// worker has acknowledged the one before (REPLY_ACK), over sockets and
+// through shared memory; every sum still arrives, exactly.
+TEST(WorkerJob, SumsStayExactWhenEachSumWaitsForTheAckOfTheLast) {
+  for (const std::string param : {"tcp", "tcp+shm"}) {
+    SCOPED_TRACE(param);
+    InProcessJob::Options o;
+    o.transport = "tcp";
+    o.shm = param == "tcp+shm";
+    o.server_reply_window_bytes = 1;
+    ExpectExactSums(o, param);
+  }
+}
+
 // With one worker the server answers with the pushed bytes themselves (no
 // copy; KeyStoreTest checks that): a view of shared memory, or on the
 // loopback transport the worker's own tensor, which the worker must then
