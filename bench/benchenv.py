@@ -22,3 +22,12 @@ def json_lines(output):
             except ValueError:
                 pass
     return found
+
+
+def parse_variants(items, base=None):
+    """--variant values ("LABEL:NAME=VALUE,...") as {label: settings}, each on top of `base`."""
+    variants = {}
+    for item in items:
+        label, _, settings = item.partition(":")
+        variants[label] = dict(base or {}, **dict(kv.split("=", 1) for kv in settings.split(",") if kv))
+    return variants

@@ -19,6 +19,7 @@ By default the compute of a step is set equal to the comm-only time measured fir
 where overlap matters most); --compute-ms fixes it instead.
 """
 import argparse
+import re
 import statistics
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "cluster"))
-from benchenv import clean_env, json_lines  # noqa: E402
+from benchenv import clean_env, json_lines, parse_variants  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -104,8 +105,9 @@ def step(platform, a, compute, compute_ms, env, communicate=True, warmup=None):
 
 
 def fifo_env(partition):
+    """No scheduling anywhere: chunks in posting order, unlimited credit, servers answer as rounds complete."""
     return {"SYNCLINE_SCHEDULING": "fifo", "SYNCLINE_SCHEDULING_CREDIT": "0", "SYNCLINE_PARTITION_BYTES": partition,
-            "SYNCLINE_AUTOTUNE": "0"}
+            "SYNCLINE_AUTOTUNE": "0", "SYNCLINE_SERVER_SCHEDULE": "0"}
 
 
 def scheduled_env(partition, credit_partitions):
@@ -130,6 +132,8 @@ def bench(platform, a):
                    "FIFO": (compute, compute_ms, fifo_env(MIB), True),
                    "scheduled (default)": (compute, compute_ms, FIXED, True),
                    "tuner": (compute, compute_ms, {}, True)}
+        for label, env in a.variants.items():
+            configs[f"default, {label}"] = (compute, compute_ms, dict(FIXED, **env), True)
         for partition in [int(p) for p in a.partitions.split(",")]:
             for credit in [int(c) for c in a.credits.split(",")]:
                 configs[(partition, credit)] = (compute, compute_ms, scheduled_env(partition, credit), True)
@@ -168,17 +172,22 @@ def bench(platform, a):
 
 
 def trace(platform, a):
-    """FIFO and scheduled (--trace-partition x --trace-credit), traced, and a picture of one step."""
+    """FIFO, scheduled (--trace-partition x --trace-credit) and scheduled with each --variant's
+    settings, traced, and a picture of one step of each."""
     compute = a.compute.split(",")[0]
     comm, _ = step(platform, a, "sleep", 0, fifo_env(MIB))
     compute_ms = a.compute_ms if a.compute_ms is not None else comm
     traced = dict(SYNCLINE_TRACE="1", SYNCLINE_TRACE_START_STEP=a.warmup, SYNCLINE_TRACE_END_STEP=a.warmup + 2)
     panels = []
-    for name, env in [("FIFO", fifo_env(MIB)), ("scheduled", scheduled_env(a.trace_partition, a.trace_credit))]:
-        out = Path(a.trace) / name.lower()
+    scheduled = scheduled_env(a.trace_partition, a.trace_credit)
+    runs = [("FIFO", fifo_env(MIB)), ("scheduled", scheduled),
+            *[(f"scheduled, {label}", dict(scheduled, **env)) for label, env in a.variants.items()]]
+    for name, env in runs:
+        out = Path(a.trace) / re.sub(r"[^a-z0-9]+", "-", name.lower())
         ms, _ = step(platform, a, compute, compute_ms, dict(env, SYNCLINE_TRACE_DIR=str(out), **traced))
         log(f"  {name:10s} {ms:8.1f} ms per step; traces in {out}")
-        panels.append(f"{name} ({env_label(env)})={out / 'worker-0.json'}")
+        label = env_label(env) + ("" if name in ("FIFO", "scheduled") else ", " + name.partition(", ")[2])
+        panels.append(f"{name.partition(',')[0]} ({label})={out / 'worker-0.json'}")
     svg = Path(a.trace) / "timeline.svg"
     subprocess.run([sys.executable, str(Path(__file__).with_name("timeline_svg.py")), "--step", "1", "--out", str(svg),
                     *panels], check=True)
@@ -244,7 +253,11 @@ def main(argv=None):
     p.add_argument("--trace-credit", type=int, default=4, help="in partitions")
     p.add_argument("--trace-cost", action="store_true",
                    help="instead: step time with tracing off, on outside its steps, and recording (--trace-partition)")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL:NAME=VALUE,...",
+                   help="also run the default configuration with these settings, labelled (repeatable); e.g. "
+                        "'no server schedule:SYNCLINE_SERVER_SCHEDULE=0'")
     a = p.parse_args(argv)
+    a.variants = parse_variants(a.variant)
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
     a.servers = a.servers or (2 if cluster else 1)

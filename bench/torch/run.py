@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "cluster"))
-from benchenv import clean_env, json_lines  # noqa: E402
+from benchenv import clean_env, json_lines, parse_variants  # noqa: E402
 
 
 class Torch:
@@ -276,10 +276,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     a.configs = [c.strip().lower() for c in a.configs.split(",") if c.strip()]
     a.env = dict(item.split("=", 1) for item in a.env)
-    a.variants = {"": a.env}
-    for item in a.variant:
-        label, _, settings = item.partition(":")
-        a.variants[label] = dict(a.env, **dict(kv.split("=", 1) for kv in settings.split(",") if kv))
+    a.variants = {"": a.env, **parse_variants(a.variant, a.env)}
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
     a.fw = FRAMEWORKS[a.framework]

@@ -178,6 +178,18 @@ TEST(SettingsTest, SchedulingCreditInBytesOrInBytePsPartitions) {
   EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SCHEDULING", "lifo"}}).ok());
 }
 
+// Servers schedule their replies by default; BytePS's switch turns it off,
+// which the window in bytes cannot (it is at least 1).
+TEST(SettingsTest, ServerReplyWindowUnlessServerSchedulingIsOff) {
+  EXPECT_EQ(MustParse({}).ServerReplyWindowBytes(), 1u << 20);
+  EXPECT_EQ(MustParse({{"SYNCLINE_SERVER_REPLY_WINDOW_BYTES", "65536"}}).ServerReplyWindowBytes(), 65536u);
+  EXPECT_EQ(MustParse({{"BYTEPS_SERVER_ENABLE_SCHEDULE", "0"}}).ServerReplyWindowBytes(), 0u);
+  EXPECT_EQ(MustParse({{"SYNCLINE_SERVER_SCHEDULE", "off"}, {"SYNCLINE_SERVER_REPLY_WINDOW_BYTES", "65536"}})
+                .ServerReplyWindowBytes(),
+            0u);
+  EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SERVER_REPLY_WINDOW_BYTES", "0"}}).ok());
+}
+
 TEST(SettingsTest, LargestChunkIsThePartitionOrTheTunersLargest) {
   EXPECT_EQ(MustParse({}).LargestChunkBytes(), kLargestTunedPartitionBytes);
   EXPECT_EQ(MustParse({{"SYNCLINE_PARTITION_BYTES", "65536"}}).LargestChunkBytes(), kLargestTunedPartitionBytes);
