@@ -9,12 +9,19 @@
 // declared by the first step into more chunks than a tensor may have are left
 // out of the search.
 //
+// Settled, worker 0 keeps timing steps (the Tuner watches for drift) and the
+// decision travels every `watch_steps` steps only: a re-tune begins for all
+// workers at the next such step. Decisions are logged at info level on
+// worker 0; every worker exports the partition in use, whether the tuner is
+// settled, and how many searches it began (docs/metrics.md).
+//
 // Thread-safety: BeginStep is called from one thread (the training loop).
 #pragma once
 
 #include <chrono>
 #include <optional>
 
+#include "metrics/registry.h"
 #include "proxy/tuner.h"
 #include "worker/worker.h"
 
@@ -34,15 +41,20 @@ class StepTuner {
 
  private:
   Status Apply(const TunerPoint& point);
+  // At the first step: the decision tensor, and the partitions the search may try.
+  Status Prepare();
 
   Worker* const worker_;
   TunerOptions options_;
+  Gauge& partition_metric_;
+  Gauge& settled_metric_;
+  Counter& searches_metric_;
   std::optional<Tuner> tuner_;  // decides on worker 0 only; made at the first step
   TunerPoint applied_;
   std::optional<TensorId> decision_;
   std::optional<std::chrono::steady_clock::time_point> last_step_;
   int64_t step_ = 0;
-  bool settled_ = false;
+  bool settled_ = false;  // as last shared by worker 0
 };
 
 }  // namespace syncline

@@ -64,7 +64,10 @@ std::optional<Tuner::Index> Tuner::NextCandidate() {
 
 std::optional<TunerPoint> Tuner::OnStep(double ms) {
   last_decision_.clear();
-  if (settled_) return std::nullopt;
+  if (settled_) {
+    (void)Watch(ms);  // a new search measures the point in use first: nothing to switch yet
+    return std::nullopt;
+  }
   if (++steps_at_point_ <= options_.settle_steps) return std::nullopt;
   samples_.push_back(ms);
   if (static_cast<int>(samples_.size()) < options_.measure_steps) return std::nullopt;
@@ -83,12 +86,49 @@ std::optional<TunerPoint> Tuner::OnStep(double ms) {
     last_decision_ += "; settled on " + PointAt(best_).ToString() + " (" + std::to_string(scores_[best_]) +
                       " ms) after " + std::to_string(scores_.size()) + " points";
     next = best_;
+    watched_.clear();
+    baseline_ms_ = 0;
+    drifted_windows_ = 0;
   } else {
     last_decision_ += "; next " + PointAt(*next).ToString();
   }
   if (*next == current_) return std::nullopt;
   current_ = *next;
   return PointAt(current_);
+}
+
+
+bool Tuner::Watch(double ms) {
+  watched_.push_back(ms);
+  if (static_cast<int>(watched_.size()) < options_.watch_steps) return false;
+  const double median = Median(watched_);
+  watched_.clear();
+  if (baseline_ms_ == 0) {
+    baseline_ms_ = median;
+    last_decision_ = "watching: " + std::to_string(median) + " ms per step on " + PointAt(current_).ToString();
+    return false;
+  }
+  if (std::abs(median / baseline_ms_ - 1) <= options_.drift) {
+    drifted_windows_ = 0;
+    return false;
+  }
+  if (++drifted_windows_ < options_.drift_windows) return false;
+  last_decision_ = "step time drifted from " + std::to_string(baseline_ms_) + " to " + std::to_string(median) +
+                   " ms; tuning again from " + PointAt(current_).ToString();
+  BeginSearch();
+  ++retunes_;
+  return true;
+}
+
+void Tuner::BeginSearch() {
+  settled_ = false;
+  have_best_ = false;
+  best_ = current_;
+  scores_.clear();
+  samples_.clear();
+  planned_.clear();
+  phase_ = -1;
+  steps_at_point_ = 0;
 }
 
 }  // namespace syncline

@@ -10,6 +10,12 @@
 // Each point is measured over `measure_steps` steps (their median) after
 // `settle_steps` steps that let the switch take effect.
 //
+// Settled, it keeps watching: step times in windows of `watch_steps`; the
+// first window's median is the settled point's baseline, and when the
+// medians of `drift_windows` windows in a row are more than `drift` away
+// from it (slower or faster: the job, the data or the network changed), it
+// searches again from the point in use. A one-shot search goes stale.
+//
 // Deterministic: the same step times give the same decisions.
 #pragma once
 
@@ -38,6 +44,9 @@ struct TunerOptions {
   int measure_steps = 3;
   double min_gain = 0.03;
   int max_points = 12;  // with the defaults: at most 48 steps
+  int watch_steps = 10;
+  double drift = 0.10;
+  int drift_windows = 2;
 };
 
 class Tuner {
@@ -56,6 +65,8 @@ class Tuner {
   int points_measured() const { return static_cast<int>(scores_.size()); }
   // What the last OnStep decided and why, for the log (empty if nothing).
   const std::string& last_decision() const { return last_decision_; }
+  // Searches begun again on a drift since the first.
+  int retunes() const { return retunes_; }
 
  private:
   using Index = std::pair<size_t, size_t>;  // (partition, credit) in the grid
@@ -63,6 +74,9 @@ class Tuner {
   std::optional<Index> NextCandidate();
   // The unmeasured points of the next phase, nearest the best point first.
   void PlanPhase();
+  // Settled: takes one step time into the watch; true when a search begins again.
+  bool Watch(double ms);
+  void BeginSearch();
 
   const TunerOptions options_;
   Index current_{0, 0}, best_{0, 0};
@@ -74,6 +88,12 @@ class Tuner {
   std::vector<Index> planned_;           // this phase's points still to measure
   bool settled_ = false;
   std::string last_decision_;
+  // Settled: the step times of the window in progress, the baseline (0
+  // until the first window ends) and how many windows in a row drifted.
+  std::vector<double> watched_;
+  double baseline_ms_ = 0;
+  int drifted_windows_ = 0;
+  int retunes_ = 0;
 };
 
 }  // namespace syncline

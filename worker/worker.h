@@ -113,6 +113,8 @@ class Worker {
 
   // What this worker counts (served over HTTP when settings.metrics_port is set).
   const MetricsRegistry& metrics() const { return *metrics_; }
+  // The same registry, for a layer above to count in (the proxy's tuner).
+  MetricsRegistry& metrics() { return *metrics_; }
 
   // Traffic through shared memory (zeros when it is off or unused).
   ShmEndpoint::ShmStats shm_stats() const {

@@ -229,6 +229,50 @@ TEST(ScheduledJobTuner, AllWorkersSwitchTogetherAndSumsStayExact) {
   EXPECT_TRUE(job.Finish().ok());
 }
 
+// Settled, the tuner watches; a drift (here any change at all: drift 0)
+// makes every worker search again at the same step, the sums stay exact, and
+// each worker counts both searches in its metrics.
+TEST(ScheduledJobTuner, ADriftStartsASearchOnEveryWorkerAtTheSameStep) {
+  InProcessJob job(CreditJob("loopback", 2 * 4096, /*workers=*/2));
+  ASSERT_TRUE(job.Start().ok());
+  TunerOptions options;
+  options.partitions = {4096, 16384};
+  options.credits = {1, 2};
+  options.settle_steps = 0;
+  options.measure_steps = 1;
+  options.watch_steps = 2;
+  options.drift = 0;  // every window drifts
+  options.drift_windows = 1;
+  std::vector<std::vector<bool>> settled(2);
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    StepTuner tuner(&w, options);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId a, w.Declare("a", DType::kFloat32, 10000));
+    for (int step = 0; step < 40; ++step) {
+      SYNCLINE_RETURN_IF_ERROR(tuner.BeginStep());
+      settled[rank].push_back(tuner.settled());
+      std::vector<float> va(10000, float(rank + step));
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(a, va.data(), false));
+      SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(10000)));
+      if (va.front() != 1.0f + 2 * step || va.back() != 1.0f + 2 * step)
+        return Internal("wrong sum at step " + std::to_string(step));
+    }
+    return Status::Ok();
+  }));
+  EXPECT_EQ(settled[0], settled[1]) << "both workers settle and search again at the same steps";
+  int searches = 0;
+  for (size_t i = 1; i < settled[0].size(); ++i) searches += settled[0][i - 1] && !settled[0][i];
+  EXPECT_GE(searches, 1) << "the drift never started a search";
+  // Worker 0 counts a search when it begins one, the others when it reaches
+  // them: the last may not have reached worker 1 by the end of the loop.
+  const std::string counted = "syncline_tuner_searches_total " + std::to_string(1 + searches) + "\n";
+  const std::string one_more = "syncline_tuner_searches_total " + std::to_string(2 + searches) + "\n";
+  const std::string text0 = job.worker(0).metrics().Render(), text1 = job.worker(1).metrics().Render();
+  EXPECT_NE(text1.find(counted), std::string::npos) << text1;
+  EXPECT_TRUE(text0.find(counted) != std::string::npos || text0.find(one_more) != std::string::npos) << text0;
+  EXPECT_TRUE(job.Finish().ok());
+}
+
 // With tracing on, each worker writes at Shutdown a Chrome trace holding, for
 // every chunk of every recorded step, its queued, push and sum spans in that
 // order, and the compute spans the caller reported; steps outside the range

@@ -1,6 +1,8 @@
 // The tuner driven by simulated cost models: it must settle within 1.1x of
 // the best grid point in at most 50 steps, decide the same way given the same
-// measurements, and not move on noise.
+// measurements, and not move on noise; settled, it must search again when
+// the step time drifts by more than 10% for two windows, and not on noise or
+// one slow window.
 #include "proxy/tuner.h"
 
 #include <gtest/gtest.h>
@@ -92,6 +94,73 @@ TEST(TunerTest, AFlatCostStaysAtTheStart) {
   TunerRun run = Drive([](const TunerPoint&) { return 100.0; }, {1 << 20, 4});
   EXPECT_EQ(run.settled_on, (TunerPoint{1 << 20, 4}));
   EXPECT_LE(run.steps, 50);
+}
+
+// Steps a settled tuner `steps` times at the point it uses, with step times
+// from `cost` (times `noise`); follows its switches. Returns the point in use.
+TunerPoint Keep(Tuner& tuner, TunerPoint in_use, const Cost& cost, int steps, double noise = 0, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> jitter(-noise, noise);
+  for (int i = 0; i < steps; ++i)
+    if (auto next = tuner.OnStep(cost(in_use) * (1 + jitter(rng)))) in_use = *next;
+  return in_use;
+}
+
+// Settles `tuner` on `cost` from its start; returns the point in use.
+TunerPoint SettleOn(Tuner& tuner, const Cost& cost) {
+  TunerPoint in_use = tuner.current();
+  for (int i = 0; i < 200 && !tuner.settled(); ++i)
+    if (auto next = tuner.OnStep(cost(in_use))) in_use = *next;
+  EXPECT_TRUE(tuner.settled());
+  return in_use;
+}
+
+TEST(TunerTest, ADriftBeyondTenPercentStartsASearchThatFindsTheNewBest) {
+  // The job changes under the tuner: every step is 30% slower and the best
+  // point moved from 256 KiB x 8 to 2 MiB x 2 (say, a new model phase).
+  Cost before = [](const TunerPoint& p) { return Simulated(p, 0.25, 8); };
+  Cost after = [](const TunerPoint& p) { return 1.3 * Simulated(p, 2, 2); };
+  Tuner tuner(TunerOptions{}, {1 << 20, 4});
+  TunerPoint in_use = SettleOn(tuner, before);
+  in_use = Keep(tuner, in_use, before, 10);  // the watch's baseline window
+  EXPECT_EQ(tuner.retunes(), 0);
+  // Two windows of 10 steps in a row beyond 10%: the search begins at the second's end.
+  in_use = Keep(tuner, in_use, after, 19);
+  EXPECT_EQ(tuner.retunes(), 0) << "one drifted window is not enough";
+  in_use = Keep(tuner, in_use, after, 1);
+  EXPECT_EQ(tuner.retunes(), 1);
+  EXPECT_FALSE(tuner.settled());
+  EXPECT_NE(tuner.last_decision().find("drifted"), std::string::npos) << tuner.last_decision();
+  for (int i = 0; i < 200 && !tuner.settled(); ++i)
+    if (auto next = tuner.OnStep(after(in_use))) in_use = *next;
+  ASSERT_TRUE(tuner.settled());
+  EXPECT_LE(after(in_use), 1.1 * BestOfGrid(after)) << in_use.ToString();
+  // The new conditions are the new baseline: no search after search.
+  Keep(tuner, in_use, after, 200);
+  EXPECT_EQ(tuner.retunes(), 1);
+}
+
+TEST(TunerTest, AFasterJobAlsoStartsASearch) {
+  Cost cost = [](const TunerPoint& p) { return Simulated(p, 1, 4); };
+  Tuner tuner(TunerOptions{}, {1 << 20, 4});
+  TunerPoint in_use = Keep(tuner, SettleOn(tuner, cost), cost, 10);
+  Keep(tuner, in_use, [&](const TunerPoint& p) { return 0.7 * cost(p); }, 20);
+  EXPECT_EQ(tuner.retunes(), 1) << "a faster link may want other partitions too";
+}
+
+TEST(TunerTest, NoiseAndABriefSlowdownDoNotStartASearch) {
+  Cost cost = [](const TunerPoint& p) { return Simulated(p, 0.5, 4); };
+  for (uint32_t seed = 1; seed <= 10; ++seed) {
+    Tuner tuner(TunerOptions{}, {1 << 20, 4});
+    TunerPoint in_use = SettleOn(tuner, cost);
+    // +-8% on every step for 500 steps: window medians stay within 10%.
+    in_use = Keep(tuner, in_use, cost, 500, 0.08, seed);
+    // One window (a checkpoint, say) 50% slower, then back.
+    in_use = Keep(tuner, in_use, [&](const TunerPoint& p) { return 1.5 * cost(p); }, 10);
+    in_use = Keep(tuner, in_use, cost, 100, 0.08, seed + 100);
+    EXPECT_EQ(tuner.retunes(), 0) << "seed " << seed;
+    EXPECT_TRUE(tuner.settled());
+  }
 }
 
 TEST(TunerTest, AStartOffTheGridSnapsToTheNearestPoint) {
