@@ -72,12 +72,12 @@ Status StepTuner::BeginStep() {
     decision[2] = tuner_->settled() ? 1 : 0;
   }
   SYNCLINE_RETURN_IF_ERROR(worker_->Broadcast(*decision_, decision, 0).WithContext("sharing the tuner's decision"));
-  SYNCLINE_RETURN_IF_ERROR(Apply({static_cast<uint64_t>(decision[0]), static_cast<uint64_t>(decision[1])}));
+  // Before Apply, which may fail: every worker must agree on when the next decision travels.
   const bool settled = decision[2] != 0;
   if (worker_->rank() != 0 && settled_ && !settled) searches_metric_.Add();  // worker 0 counted it above
   settled_ = settled;
   settled_metric_.Set(settled ? 1 : 0);
-  return Status::Ok();
+  return Apply({static_cast<uint64_t>(decision[0]), static_cast<uint64_t>(decision[1])});
 }
 
 Status StepTuner::Apply(const TunerPoint& point) {

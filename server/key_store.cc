@@ -219,8 +219,8 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   const Buffer& payload = push.payloads.front();
   const size_t elements = key.bytes / DTypeSize(key.dtype);
   if (options_.num_workers == 1 && (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)) {
-    // The only push is the sum, and its reply goes out in this very call:
-    // nothing is ever written into it (no second push, no averaging), so
+    // The only push is the sum, and its reply is made in this very call
+    // (it may then wait for the worker's reply window): nothing is ever written into it (no second push, no averaging), so
     // even a view of the sender's memory (shared memory, loopback) serves as
     // is, and the copy is saved. (A push without its pull is copied: the
     // sender may reuse that memory once acked, long before the pull.)

@@ -25,7 +25,7 @@ std::vector<Reply> ReplyScheduler::Submit(std::vector<Reply> replies) {
     }
     ++queued_replies_;
     queued_bytes_ += bytes;
-    const Order order{-r.message.header.priority(), arrivals_++};
+    const Order order{r.message.header.priority(), arrivals_++};
     w.waiting.emplace(order, std::move(r));
     // A more urgent sum may fit where the one at the head of the queue did not.
     ReleaseLocked(w, ready);

@@ -20,7 +20,6 @@
 
 #include <cstdint>
 #include <map>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -58,7 +57,11 @@ class ReplyScheduler {
 
  private:
   // Most urgent first: larger priority, then earlier arrival.
-  using Order = std::tuple<int64_t, uint64_t>;  // (-priority, arrival)
+  struct Order {
+    int64_t priority;
+    uint64_t arrival;
+    bool operator<(const Order& o) const { return priority != o.priority ? priority > o.priority : arrival < o.arrival; }
+  };
   struct Worker {
     uint64_t in_flight = 0;
     std::map<Order, Reply> waiting;

@@ -237,7 +237,9 @@ void Server::OnReplyAck(const Message& ack) {
   auto ready = std::make_shared<std::vector<Reply>>(std::move(acked.ready));
   const uint64_t lane_key = ready->front().message.header.key();
   Status st = lanes_.Submit(lane_key, [this, ready] { Transmit(*ready); });
-  if (!st.ok()) SYNCLINE_LOG_WARN("{} replies not sent: {}", ready->size(), st.message());
+  if (st.ok()) return;
+  SYNCLINE_LOG_WARN("{} replies not sent: {}", ready->size(), st.message());
+  for (const Reply& r : *ready) (void)replies_.Acknowledge(r.to, r.message.header.byte_length());  // never coming
 }
 
 void Server::SendReplies(std::vector<Reply>& replies) {
@@ -246,7 +248,10 @@ void Server::SendReplies(std::vector<Reply>& replies) {
 }
 
 void Server::Transmit(std::vector<Reply>& replies) {
-  for (Reply& r : replies) {
+  for (size_t i = 0; i < replies.size(); ++i) {
+    Reply& r = replies[i];
+    const bool windowed = r.message.header.flags() & proto::FLAG_ACK_REPLY;
+    const uint64_t bytes = r.message.header.byte_length();
     r.message.header.set_sender(client_.my_id());
     if (r.message.header.op() == proto::ERROR) instruments_.rejected.Add();
     if (r.message.header.op() == proto::PULL_REPLY) {
@@ -254,7 +259,15 @@ void Server::Transmit(std::vector<Reply>& replies) {
       for (const Buffer& payload : r.message.payloads) instruments_.traffic.pulled_bytes.Add(double(payload.size()));
     }
     Status st = runtime_.endpoint().Send(r.to, std::move(r.message), Deadline::AfterMs(settings_.request_timeout_ms));
-    if (!st.ok()) SYNCLINE_LOG_WARN("reply to node {} failed: {}", r.to, st.message());
+    if (st.ok() || !windowed) {
+      if (!st.ok()) SYNCLINE_LOG_WARN("reply to node {} failed: {}", r.to, st.message());
+      continue;
+    }
+    // A sum that never left is never acknowledged: its bytes leave the
+    // worker's window here, or every later sum to that worker would wait.
+    SYNCLINE_LOG_WARN("reply to node {} failed: {}", r.to, st.message());
+    const int32_t to = r.to;
+    for (Reply& next : replies_.Acknowledge(to, bytes).ready) replies.push_back(std::move(next));
   }
 }
 

@@ -72,6 +72,11 @@ void KvClient::Send(ChunkTask&& chunk) {
 bool KvClient::Handle(Message& m) {
   const proto::Op op = m.header.op();
   if (op != proto::PUSH_ACK && op != proto::PULL_REPLY && op != proto::ERROR) return false;
+  // The server counts this sum against its window to us until we say it
+  // came, whether or not a chunk still waits for it (a late reply after a
+  // failure counts too).
+  if (op == proto::PULL_REPLY && (m.header.flags() & proto::FLAG_ACK_REPLY))
+    acks_.Note(m.header.sender(), m.header.byte_length());
   InFlight entry;
   uint64_t credit = 0;
   {
@@ -92,9 +97,6 @@ bool KvClient::Handle(Message& m) {
   }
   if (credit > 0) release_(credit);
   if (op == proto::PUSH_ACK) return true;
-  // The server counts this sum against its window to us until we say it came.
-  if (op == proto::PULL_REPLY && (m.header.flags() & proto::FLAG_ACK_REPLY))
-    acks_.Note(m.header.sender(), m.header.byte_length());
   if (op == proto::ERROR) {
     entry.op->Fail(Internal(control_->Describe(entry.server) + " rejected chunk " + std::to_string(entry.chunk) +
                             " of tensor '" + entry.op->tensor_name() + "': " + m.header.error().message()));

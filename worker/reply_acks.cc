@@ -36,12 +36,18 @@ void ReplyAcks::Run() {
       // Stopping: the worker is leaving, and its servers' windows with it.
       if (stopping_) return;
       due.swap(tally_);
+      for (const auto& [server, bytes] : unsent_) due[server] += bytes;
+      unsent_.clear();
     }
     for (const auto& [server, bytes] : due) {
       Status st = send_(server, bytes);
-      // A failed send means the job is ending (the transport or the peer is
-      // gone); the server's window matters no more.
-      if (!st.ok()) SYNCLINE_LOG_WARN_LIMITED("acknowledging {} reply bytes to node {} failed: {}", bytes, server, st.message());
+      if (st.ok()) continue;
+      // Usually the job is ending (the transport or the peer is gone). If
+      // not, the bytes go with the next acknowledgement (not at once: a
+      // transport that refuses every send would make this loop spin).
+      SYNCLINE_LOG_WARN_LIMITED("acknowledging {} reply bytes to node {} failed: {}", bytes, server, st.message());
+      MutexLock lock(mu_);
+      unsent_[server] += bytes;
     }
   }
 }

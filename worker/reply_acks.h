@@ -42,6 +42,7 @@ class ReplyAcks {
   Mutex mu_;
   CondVar cv_;
   std::map<int32_t, uint64_t> tally_ GUARDED_BY(mu_);  // by server: bytes not yet acknowledged
+  std::map<int32_t, uint64_t> unsent_ GUARDED_BY(mu_);  // by server: bytes whose send failed, for the next
   bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts once the rest is built
 };

@@ -378,16 +378,24 @@ class ScheduledRepliesTest : public ServerTest {
 TEST_F(ScheduledRepliesTest, AnUrgentSumOvertakesBulkSumsWaitingForTheWindow) {
   // Eight bulk sums complete, then an urgent one; no worker acknowledges yet.
   std::vector<float> v(256, 1.0f);
-  for (int k = 0; k < 9; ++k)
+  const ReplyScheduler& replies = server_->reply_scheduler();
+  auto wait_queued = [&](size_t n) {
+    const Deadline deadline = Deadline::AfterMs(10000);
+    while (replies.load().queued_replies < n && !deadline.Expired()) std::this_thread::sleep_for(Millis(1));
+    return replies.load().queued_replies;
+  };
+  auto push_both = [&](int k, int64_t priority) {
     for (int rank = 0; rank < 2; ++rank) {
       Message push = PushOf(Key(1000 + k), 0, id(rank), v, k);
-      push.header.set_priority(k == 8 ? 100 : 0);
+      push.header.set_priority(priority);
       ASSERT_TRUE(Send(rank, std::move(push)).ok());
     }
+  };
+  for (int k = 0; k < 8; ++k) push_both(k, 0);
+  ASSERT_EQ(wait_queued(12), 12u) << "two bulk sums per worker left, six wait";
+  push_both(8, 100);
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(workers_[r]->WaitForReplies(2));
-  const ReplyScheduler& replies = server_->reply_scheduler();
-  const Deadline deadline = Deadline::AfterMs(10000);
-  while (replies.load().queued_replies < 14 && !deadline.Expired()) std::this_thread::yield();
+  wait_queued(14);
   ASSERT_EQ(replies.load().queued_replies, 14u) << "7 sums per worker wait beyond its window";
   EXPECT_EQ(replies.load().bytes_in_flight, 4u * 1024);
   EXPECT_EQ(workers_[0]->NumReplies(), 2u) << "nothing beyond the window left";
