@@ -97,7 +97,6 @@ std::optional<TunerPoint> Tuner::OnStep(double ms) {
   return PointAt(current_);
 }
 
-
 bool Tuner::Watch(double ms) {
   watched_.push_back(ms);
   if (static_cast<int>(watched_.size()) < options_.watch_steps) return false;

@@ -238,8 +238,18 @@ void Server::OnReplyAck(const Message& ack) {
   const uint64_t lane_key = ready->front().message.header.key();
   Status st = lanes_.Submit(lane_key, [this, ready] { Transmit(*ready); });
   if (st.ok()) return;
+  // The lanes are closing (the server stops): these sums never leave, nor
+  // do the ones their bytes would let through.
   SYNCLINE_LOG_WARN("{} replies not sent: {}", ready->size(), st.message());
-  for (const Reply& r : *ready) (void)replies_.Acknowledge(r.to, r.message.header.byte_length());  // never coming
+  for (size_t i = 0; i < ready->size(); ++i) {
+    const proto::Header& h = (*ready)[i].message.header;
+    ForgetSent((*ready)[i].to, h.flags(), h.byte_length(), *ready);
+  }
+}
+
+void Server::ForgetSent(int32_t to, uint32_t flags, uint64_t bytes, std::vector<Reply>& released) {
+  if (!(flags & proto::FLAG_ACK_REPLY)) return;
+  for (Reply& next : replies_.Acknowledge(to, bytes).ready) released.push_back(std::move(next));
 }
 
 void Server::SendReplies(std::vector<Reply>& replies) {
@@ -250,24 +260,19 @@ void Server::SendReplies(std::vector<Reply>& replies) {
 void Server::Transmit(std::vector<Reply>& replies) {
   for (size_t i = 0; i < replies.size(); ++i) {
     Reply& r = replies[i];
-    const bool windowed = r.message.header.flags() & proto::FLAG_ACK_REPLY;
-    const uint64_t bytes = r.message.header.byte_length();
     r.message.header.set_sender(client_.my_id());
     if (r.message.header.op() == proto::ERROR) instruments_.rejected.Add();
     if (r.message.header.op() == proto::PULL_REPLY) {
       instruments_.traffic.pulled_chunks.Add();
       for (const Buffer& payload : r.message.payloads) instruments_.traffic.pulled_bytes.Add(double(payload.size()));
     }
-    Status st = runtime_.endpoint().Send(r.to, std::move(r.message), Deadline::AfterMs(settings_.request_timeout_ms));
-    if (st.ok() || !windowed) {
-      if (!st.ok()) SYNCLINE_LOG_WARN("reply to node {} failed: {}", r.to, st.message());
-      continue;
-    }
-    // A sum that never left is never acknowledged: its bytes leave the
-    // worker's window here, or every later sum to that worker would wait.
-    SYNCLINE_LOG_WARN("reply to node {} failed: {}", r.to, st.message());
     const int32_t to = r.to;
-    for (Reply& next : replies_.Acknowledge(to, bytes).ready) replies.push_back(std::move(next));
+    const uint32_t flags = r.message.header.flags();
+    const uint64_t bytes = r.message.header.byte_length();
+    Status st = runtime_.endpoint().Send(to, std::move(r.message), Deadline::AfterMs(settings_.request_timeout_ms));
+    if (st.ok()) continue;
+    SYNCLINE_LOG_WARN("reply to node {} failed: {}", to, st.message());
+    ForgetSent(to, flags, bytes, replies);  // may grow `replies`: `r` is not used after this
   }
 }
 

@@ -56,6 +56,11 @@ class Server {
   void Transmit(std::vector<Reply>& replies);
   // A worker's REPLY_ACK: sends the sums its window now has room for.
   void OnReplyAck(const Message& ack);
+  // A sum (to, flags, bytes of its header) that never left is never
+  // acknowledged: a windowed one's bytes leave the worker's window here (else
+  // every later sum to that worker would wait); the sums that lets through
+  // are appended to `released`.
+  void ForgetSent(int32_t to, uint32_t flags, uint64_t bytes, std::vector<Reply>& released);
   // A worker finished, or waits at a barrier: rounds lacking its push cannot
   // complete (a barrier comes after the worker's own push_pulls, so the
   // workers that pushed such a round wait for it and never reach the barrier).

@@ -186,6 +186,16 @@ TEST(ScheduledJobDeterminism, SumsAreBitIdenticalWithAndWithoutTheProxy) {
   }
 }
 
+// A tuner for tests: a small grid, each point measured on one step, no settling step.
+TunerOptions QuickTuner(std::vector<uint64_t> partitions, std::vector<uint64_t> credits) {
+  TunerOptions options;
+  options.partitions = std::move(partitions);
+  options.credits = std::move(credits);
+  options.settle_steps = 0;
+  options.measure_steps = 1;
+  return options;
+}
+
 // The online tuner in a job: worker 0 decides from its step times, every
 // worker switches credit and partition at the same step (the sequence of
 // points is the same on each), it settles within 50 steps, and every sum of
@@ -193,11 +203,7 @@ TEST(ScheduledJobDeterminism, SumsAreBitIdenticalWithAndWithoutTheProxy) {
 TEST(ScheduledJobTuner, AllWorkersSwitchTogetherAndSumsStayExact) {
   InProcessJob job(CreditJob("loopback", 2 * 4096, /*workers=*/3));
   ASSERT_TRUE(job.Start().ok());
-  TunerOptions options;
-  options.partitions = {1024, 4096, 16384};
-  options.credits = {1, 2, 4};
-  options.settle_steps = 0;
-  options.measure_steps = 1;
+  TunerOptions options = QuickTuner({1024, 4096, 16384}, {1, 2, 4});
   std::vector<std::vector<TunerPoint>> seen(3);
   ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
     Worker& w = job.worker(rank);
@@ -235,11 +241,7 @@ TEST(ScheduledJobTuner, AllWorkersSwitchTogetherAndSumsStayExact) {
 TEST(ScheduledJobTuner, ADriftStartsASearchOnEveryWorkerAtTheSameStep) {
   InProcessJob job(CreditJob("loopback", 2 * 4096, /*workers=*/2));
   ASSERT_TRUE(job.Start().ok());
-  TunerOptions options;
-  options.partitions = {4096, 16384};
-  options.credits = {1, 2};
-  options.settle_steps = 0;
-  options.measure_steps = 1;
+  TunerOptions options = QuickTuner({4096, 16384}, {1, 2});
   options.watch_steps = 2;
   options.drift = 0;  // every window drifts
   options.drift_windows = 1;
