@@ -42,6 +42,11 @@ EndpointStats AuthenticatedEndpoint::stats() const {
   return s;
 }
 
+size_t AuthenticatedEndpoint::messages_held() const {
+  MutexLock lock(mu_);
+  return held_.size();
+}
+
 void AuthenticatedEndpoint::OnReceive(Message&& m) {
   Admit(std::move(m));
   RetryHeld();

@@ -47,6 +47,8 @@ class AuthenticatedEndpoint : public Endpoint {
   EndpointStats stats() const override;
 
   KeyRing& keys() { return *keys_; }
+  // Messages from unknown senders waiting for their keys now.
+  size_t messages_held() const;
 
  private:
   void OnReceive(Message&& m);
