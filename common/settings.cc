@@ -243,7 +243,7 @@ Status Settings::Validate() const {
 uint64_t Settings::SchedulingCreditBytes() const {
   if (scheduling_credit) return *scheduling_credit;
   if (byteps_scheduling_credit) return *byteps_scheduling_credit * partition_bytes;
-  return 4 * partition_bytes;
+  return kDefaultCreditPartitions * partition_bytes;
 }
 
 uint64_t Settings::LargestChunkBytes() const { return std::max(partition_bytes, kLargestTunedPartitionBytes); }

@@ -90,9 +90,10 @@ struct Settings {
   // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
   // chunks of at most this many bytes, each pushed/pulled independently and
   // placed on a server. Smaller: more overlap and better balance, more
-  // per-message overhead. Default 1 MiB (BytePS: 4 MB): a tensor of a few MiB
-  // then pipelines push, sum and pull (docs/decisions.md has the measurements).
-  uint64_t partition_bytes = 1ull << 20;
+  // per-message overhead. Default 256 KiB (BytePS: 4 MB): chosen on the
+  // emulated 1 Gbit/s cluster, where it is the tuner's best point for every
+  // model measured, and costs 0-10% on loopback (docs/decisions.md).
+  uint64_t partition_bytes = 256ull << 10;
   // SYNCLINE_ASYNC | BYTEPS_ENABLE_ASYNC. Servers apply each push at once and
   // pulls return the latest value, instead of per-round synchronous sums.
   bool async = false;
@@ -146,7 +147,7 @@ struct Settings {
   // (sent, not yet acknowledged by their server); one chunk always goes when
   // nothing is in flight. Smaller: an urgent chunk waits less behind others;
   // larger: fuller links. 0 = unlimited (every chunk goes at once). Unset:
-  // BYTEPS_SCHEDULING_CREDIT if given, else 4 partitions (see
+  // BYTEPS_SCHEDULING_CREDIT if given, else 8 partitions (see
   // SchedulingCreditBytes). Credit comes back on the push's own
   // acknowledgement, never on the summed reply, which waits for every worker
   // (docs/decisions.md records the deadlock that would cause).
@@ -209,6 +210,9 @@ struct Settings {
   // scheduler refuses declarations with larger chunks.
   uint64_t LargestChunkBytes() const;
 };
+
+// The credit, in partitions, when neither SYNCLINE_ nor BYTEPS_SCHEDULING_CREDIT is set.
+constexpr uint64_t kDefaultCreditPartitions = 8;
 
 // The largest partition the online tuner tries (proxy/tuner.h).
 constexpr uint64_t kLargestTunedPartitionBytes = uint64_t{4} << 20;

@@ -38,15 +38,25 @@ void Tuner::PlanPhase() {
   const bool credits = phase_ != 1;
   const size_t size = credits ? options_.credits.size() : options_.partitions.size();
   const size_t at = credits ? best_.second : best_.first;
-  const size_t reach = phase_ == 2 ? 1 : size;  // the last phase looks next door only
-  for (size_t distance = 1; distance <= reach; ++distance) {
-    for (int direction : {-1, +1}) {
-      if (direction < 0 ? at < distance : at + distance >= size) continue;
-      Index p = best_;
-      (credits ? p.second : p.first) = direction < 0 ? at - distance : at + distance;
-      if (!scores_.count(p)) planned_.push_back(p);
-    }
+  for (int direction : {-1, +1}) {
+    if (direction < 0 ? at == 0 : at + 1 >= size) continue;
+    Index p = best_;
+    (credits ? p.second : p.first) = direction < 0 ? at - 1 : at + 1;
+    if (!scores_.count(p)) planned_.push_back(p);
   }
+}
+
+void Tuner::WalkOn(Index from) {
+  if (phase_ != 0 && phase_ != 1) return;
+  planned_.clear();  // the other side of `from` was slower, or is now the far side
+  const bool credits = phase_ == 0;
+  const size_t size = credits ? options_.credits.size() : options_.partitions.size();
+  const size_t at = credits ? current_.second : current_.first;
+  const size_t was = credits ? from.second : from.first;
+  if (at == was || (at > was ? at + 1 >= size : at == 0)) return;
+  Index p = current_;
+  (credits ? p.second : p.first) = at > was ? at + 1 : at - 1;
+  if (!scores_.count(p)) planned_.push_back(p);
 }
 
 std::optional<Tuner::Index> Tuner::NextCandidate() {
@@ -76,7 +86,9 @@ std::optional<TunerPoint> Tuner::OnStep(double ms) {
   samples_.clear();
   steps_at_point_ = 0;
   if (!have_best_ || score < scores_[best_] * (1 - options_.min_gain)) {
+    const Index from = best_;
     best_ = current_;
+    if (have_best_) WalkOn(from);
     have_best_ = true;
   }
   last_decision_ = "measured " + PointAt(current_).ToString() + ": " + std::to_string(score) + " ms per step";

@@ -162,16 +162,32 @@ class Cluster:
         return self.c.__exit__(*exc)
 
     def drops(self):
-        """Packets the links' shapers have dropped so far (all hosts, both directions): the trace
-        of incast, where several flows meet in one shallow link queue."""
+        """Packets the links' shapers have dropped so far, per (host, "up" | "down"): the trace of
+        incast, where several flows meet in one shallow link queue."""
         import re
-        total = 0
+        out = {}
         for i in range(self.c.hosts):
-            for ns, dev in ((self.c.namespace(i), self.c.host_link(i)), (self.c.bridge_ns, self.c.bridge_port(i))):
-                out = subprocess.run(["tc", "-n", ns, "-s", "qdisc", "show", "dev", dev], capture_output=True,
-                                     text=True).stdout
-                total += sum(int(d) for d in re.findall(r"dropped (\d+)", out))
-        return total
+            for way, ns, dev in (("up", self.c.namespace(i), self.c.host_link(i)),
+                                 ("down", self.c.bridge_ns, self.c.bridge_port(i))):
+                text = subprocess.run(["tc", "-n", ns, "-s", "qdisc", "show", "dev", dev], capture_output=True,
+                                      text=True).stdout
+                out[(i, way)] = sum(int(d) for d in re.findall(r"dropped (\d+)", text))
+        return out
+
+    def drop_report(self, config, before, after, steps):
+        """Drops per step in all, and by link: into and out of the worker hosts, and of the server
+        hosts where the servers have hosts of their own."""
+        layout = self.separate if config not in ("compute-only", self.a.fw.baseline) and "colocated" not in config \
+            else self.colocated
+        workers = {layout.worker_host(r) for r in range(self.a.workers)}
+        servers = {layout.server_host(j) for j in range(self.a.workers)} - workers
+        def per_step(hosts, way):
+            return sum(after[k] - before[k] for k in after if k[0] in hosts and k[1] == way) / steps
+        text = f"{sum(after[k] - before[k] for k in after) / steps:8.0f} packets dropped by the links per step " \
+               f"(into workers {per_step(workers, 'down'):.0f}, out of workers {per_step(workers, 'up'):.0f}"
+        if servers:
+            text += f", into servers {per_step(servers, 'down'):.0f}, out of servers {per_step(servers, 'up'):.0f}"
+        return text + ")"
 
     def _wait(self, procs, what):
         codes = self.c.wait(procs, timeout=self.a.job_timeout)
@@ -222,8 +238,7 @@ def bench(platform, a):
                 info = rows[0]
                 extra = ""
                 if dropped is not None:
-                    steps = a.warmup + a.steps
-                    extra = f"   {(platform.drops() - dropped) / steps:8.0f} packets dropped by the links per step"
+                    extra = "   " + platform.drop_report(config, dropped, platform.drops(), a.warmup + a.steps)
                 log(f"  [{model}, repeat {r + 1}/{a.repeats}] {config:24s} {ms:9.1f} ms per step{extra}")
         med = {c: statistics.median(v) for c, v in samples.items()}
         grad_bytes = 4 * info["params"]

@@ -39,7 +39,7 @@ TEST(SettingsTest, EmptyEnvironmentGivesDocumentedDefaults) {
   EXPECT_EQ(s.worker_rank, -1);
   EXPECT_EQ(s.transport, "tcp");
   EXPECT_EQ(s.job_token, "");
-  EXPECT_EQ(s.partition_bytes, 1ull << 20);
+  EXPECT_EQ(s.partition_bytes, 256ull << 10);
   EXPECT_FALSE(s.async);
   EXPECT_FALSE(s.deterministic);
   EXPECT_FALSE(s.cross_iteration);
@@ -52,7 +52,7 @@ TEST(SettingsTest, EmptyEnvironmentGivesDocumentedDefaults) {
   EXPECT_EQ(s.server_threads, 2);
   EXPECT_EQ(s.sum_threads, 0);
   EXPECT_EQ(s.scheduling, "priority");
-  EXPECT_EQ(s.SchedulingCreditBytes(), 4u << 20) << "4 partitions";
+  EXPECT_EQ(s.SchedulingCreditBytes(), 2u << 20) << "8 partitions";
   EXPECT_EQ(s.log_level, "info");
   EXPECT_EQ(s.SchedulerAddress(), "tcp://127.0.0.1:9000");
   EXPECT_TRUE(s.Validate().ok());
@@ -173,7 +173,7 @@ TEST(SettingsTest, SchedulingCreditInBytesOrInBytePsPartitions) {
   EXPECT_EQ(MustParse({{"BYTEPS_SCHEDULING_CREDIT", "3"}, {"SYNCLINE_SCHEDULING_CREDIT", "100"}})
                 .SchedulingCreditBytes(),
             100u);
-  EXPECT_EQ(MustParse({{"SYNCLINE_PARTITION_BYTES", "65536"}}).SchedulingCreditBytes(), 4u * 65536u);
+  EXPECT_EQ(MustParse({{"SYNCLINE_PARTITION_BYTES", "65536"}}).SchedulingCreditBytes(), 8u * 65536u);
   EXPECT_TRUE(warnings.empty()) << "the credit is enforced now: nothing to warn about";
   EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SCHEDULING", "lifo"}}).ok());
 }

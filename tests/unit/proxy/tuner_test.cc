@@ -1,5 +1,5 @@
-// The tuner driven by simulated cost models: it must settle within 1.1x of
-// the best grid point in at most 50 steps, decide the same way given the same
+// The tuner driven by simulated cost models: from the default settings it
+// must settle within 1.1x of the best grid point in at most 30 steps, decide the same way given the same
 // measurements, and not move on noise; settled, it must search again when
 // the step time drifts by more than 10% for two windows, and not on noise or
 // one slow window.
@@ -16,6 +16,9 @@ namespace syncline {
 namespace {
 
 using Cost = std::function<double(const TunerPoint&)>;
+
+// Where a job with nothing set starts.
+const TunerPoint kDefaults{Settings{}.partition_bytes, kDefaultCreditPartitions};
 
 double L2(double x) { return std::log2(x); }
 
@@ -61,13 +64,13 @@ double BestOfGrid(const Cost& cost) {
   return best;
 }
 
-TEST(TunerTest, SettlesNearTheBestGridPointWithinFiftySteps) {
+TEST(TunerTest, SettlesNearTheBestGridPointWithinThirtySteps) {
   const struct { double partition_mib, credit; } optima[] = {{0.25, 4}, {1, 2}, {4, 16}, {0.5, 8}, {2, 1}};
   for (const auto& o : optima) {
     SCOPED_TRACE(std::to_string(o.partition_mib) + " MiB x " + std::to_string(o.credit));
     Cost cost = [&](const TunerPoint& p) { return Simulated(p, o.partition_mib, o.credit); };
-    TunerRun run = Drive(cost, {1 << 20, 4});
-    EXPECT_LE(run.steps, 50);
+    TunerRun run = Drive(cost, kDefaults);
+    EXPECT_LE(run.steps, 30);
     EXPECT_LE(cost(run.settled_on), 1.1 * BestOfGrid(cost)) << run.settled_on.ToString();
   }
 }
@@ -75,15 +78,15 @@ TEST(TunerTest, SettlesNearTheBestGridPointWithinFiftySteps) {
 TEST(TunerTest, NoisyMeasurementsStillLandWithinTenPercent) {
   Cost cost = [](const TunerPoint& p) { return Simulated(p, 0.25, 8); };
   for (uint32_t seed = 1; seed <= 20; ++seed) {
-    TunerRun run = Drive(cost, {1 << 20, 4}, /*noise=*/0.05, seed);
-    EXPECT_LE(run.steps, 50) << "seed " << seed;
+    TunerRun run = Drive(cost, kDefaults, /*noise=*/0.05, seed);
+    EXPECT_LE(run.steps, 30) << "seed " << seed;
     EXPECT_LE(cost(run.settled_on), 1.1 * BestOfGrid(cost)) << "seed " << seed << ": " << run.settled_on.ToString();
   }
 }
 
 TEST(TunerTest, SameMeasurementsSameDecisions) {
   Cost cost = [](const TunerPoint& p) { return Simulated(p, 2, 2); };
-  TunerRun a = Drive(cost, {1 << 20, 4}, 0.05, 7), b = Drive(cost, {1 << 20, 4}, 0.05, 7);
+  TunerRun a = Drive(cost, kDefaults, 0.05, 7), b = Drive(cost, kDefaults, 0.05, 7);
   ASSERT_EQ(a.decisions.size(), b.decisions.size());
   for (size_t i = 0; i < a.decisions.size(); ++i) EXPECT_EQ(a.decisions[i], b.decisions[i]) << i;
 }
@@ -91,9 +94,9 @@ TEST(TunerTest, SameMeasurementsSameDecisions) {
 TEST(TunerTest, AFlatCostStaysAtTheStart) {
   // Nothing is faster by the minimum gain: the tuner measures the neighbours
   // and comes back to where it started.
-  TunerRun run = Drive([](const TunerPoint&) { return 100.0; }, {1 << 20, 4});
-  EXPECT_EQ(run.settled_on, (TunerPoint{1 << 20, 4}));
-  EXPECT_LE(run.steps, 50);
+  TunerRun run = Drive([](const TunerPoint&) { return 100.0; }, kDefaults);
+  EXPECT_EQ(run.settled_on, kDefaults);
+  EXPECT_LE(run.steps, 30);
 }
 
 // Steps a settled tuner `steps` times at the point it uses, with step times
@@ -120,7 +123,7 @@ TEST(TunerTest, ADriftBeyondTenPercentStartsASearchThatFindsTheNewBest) {
   // point moved from 256 KiB x 8 to 2 MiB x 2 (say, a new model phase).
   Cost before = [](const TunerPoint& p) { return Simulated(p, 0.25, 8); };
   Cost after = [](const TunerPoint& p) { return 1.3 * Simulated(p, 2, 2); };
-  Tuner tuner(TunerOptions{}, {1 << 20, 4});
+  Tuner tuner(TunerOptions{}, kDefaults);
   TunerPoint in_use = SettleOn(tuner, before);
   in_use = Keep(tuner, in_use, before, 10);  // the watch's baseline window
   EXPECT_EQ(tuner.retunes(), 0);
@@ -142,7 +145,7 @@ TEST(TunerTest, ADriftBeyondTenPercentStartsASearchThatFindsTheNewBest) {
 
 TEST(TunerTest, AFasterJobAlsoStartsASearch) {
   Cost cost = [](const TunerPoint& p) { return Simulated(p, 1, 4); };
-  Tuner tuner(TunerOptions{}, {1 << 20, 4});
+  Tuner tuner(TunerOptions{}, kDefaults);
   TunerPoint in_use = Keep(tuner, SettleOn(tuner, cost), cost, 10);
   Keep(tuner, in_use, [&](const TunerPoint& p) { return 0.7 * cost(p); }, 20);
   EXPECT_EQ(tuner.retunes(), 1) << "a faster link may want other partitions too";
@@ -151,7 +154,7 @@ TEST(TunerTest, AFasterJobAlsoStartsASearch) {
 TEST(TunerTest, NoiseAndABriefSlowdownDoNotStartASearch) {
   Cost cost = [](const TunerPoint& p) { return Simulated(p, 0.5, 4); };
   for (uint32_t seed = 1; seed <= 10; ++seed) {
-    Tuner tuner(TunerOptions{}, {1 << 20, 4});
+    Tuner tuner(TunerOptions{}, kDefaults);
     TunerPoint in_use = SettleOn(tuner, cost);
     // +-8% on every step for 500 steps: window medians stay within 10%.
     in_use = Keep(tuner, in_use, cost, 500, 0.08, seed);
