@@ -19,8 +19,8 @@ from conftest import EXAMPLE, PSLAUNCH, clean_env, free_port
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 WORKERS, SERVERS, ROUNDS = 2, 2, 20
-TENSORS = "fp32:262144,fp32:1000"  # 1 MiB (one chunk) and 4000 bytes (one chunk)
-BYTES_PER_ROUND = 262144 * 4 + 1000 * 4
+TENSORS = "fp32:65536,fp32:1000"  # 256 KiB and 4000 bytes: one chunk each at the default partition
+BYTES_PER_ROUND = 65536 * 4 + 1000 * 4
 
 
 def http_get(url, timeout=5):
