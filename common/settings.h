@@ -157,7 +157,7 @@ struct Settings {
   std::optional<uint64_t> byteps_scheduling_credit;
   // SYNCLINE_AUTOTUNE. Where the framework glue reports training steps, the
   // proxy's online tuner searches the partition size and the credit from
-  // measured step times (a few dozen steps), then keeps the best; every
+  // measured step times (at most 28 steps), then keeps the best; every
   // worker switches at the same step. Off: the settings above hold. Ignored
   // with SYNCLINE_SCHEDULING=fifo or an unlimited credit.
   bool autotune = true;
@@ -199,7 +199,7 @@ struct Settings {
   // The scheduler's address as a transport URI ("tcp://host:port").
   std::string SchedulerAddress() const;
   // The credit in bytes (0 = unlimited), from SYNCLINE_SCHEDULING_CREDIT,
-  // else BYTEPS_SCHEDULING_CREDIT partitions, else 4 partitions.
+  // else BYTEPS_SCHEDULING_CREDIT partitions, else kDefaultCreditPartitions.
   uint64_t SchedulingCreditBytes() const;
   // A server's reply window per worker in bytes; 0 = no window, replies
   // leave as rounds complete (server_schedule off).

@@ -1,10 +1,10 @@
 // Tuner: the online search of the scheduling proxy for the partition size and
 // the credit, from measured step times alone (no I/O here: StepTuner runs it
 // on one worker and carries its decisions to all). It walks one axis of a
-// grid at a time from the starting point: the credits next to it, on in the
-// direction that was faster while it keeps getting faster; then the
-// partitions likewise at the best credit; then the credits next to the best
-// point once more. It moves only to a point faster by at least `min_gain`,
+// grid at a time from the starting point: the smaller credit next to it, and
+// on down while each is faster; if it was not faster, the larger one and on
+// up likewise; then the partitions the same way at the best credit; then the
+// credits next to the best point once more. It moves only to a point faster by at least `min_gain`,
 // and settles on the best point seen when the walk ends or after
 // `max_points` points. The defaults (Settings) start it where the emulated
 // cluster's best points lie, so a short walk suffices: at most 7 points, 28

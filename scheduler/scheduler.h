@@ -30,7 +30,7 @@ namespace syncline {
 struct SchedulerLimits {
   // Chunks of every declared tensor together (each tensor is also capped at
   // kMaxChunksPerTensor): about 50 bytes each here and in every worker. 4M
-  // chunks are 4 TiB of tensors at the default 1 MiB partitions.
+  // chunks are 1 TiB of tensors at the default 256 KiB partitions.
   uint64_t max_chunks = uint64_t{1} << 22;
 };
 

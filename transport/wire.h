@@ -18,7 +18,8 @@ namespace syncline {
 constexpr size_t kMaxHeaderBytes = 1 << 20;
 // The most chunks one tensor may be cut into: its placement must fit one
 // DECLARE_REPLY header, and a worker keeps a record per chunk of every
-// push_pull in flight. 32768 chunks allow a 32 GiB tensor at 1 MiB partitions.
+// push_pull in flight. 32768 chunks allow an 8 GiB tensor at the default 256 KiB
+// partitions (32 GiB at 1 MiB: a larger tensor needs SYNCLINE_PARTITION_BYTES raised).
 constexpr uint64_t kMaxChunksPerTensor = 32768;
 
 std::string EncodeHeader(const proto::Header& header);

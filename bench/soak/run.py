@@ -18,7 +18,7 @@ exit 0.
 
 Flat means the second half of training grew by less than max(5 MiB, 2 % of the process's RSS):
 glibc's allocator moves RSS by a few MiB as it trims and reuses 1 MiB chunk buffers, while a leak
-of even one partition (1 MiB) per 100 rounds, or of 100 bytes per message, exceeds that within
+of even 1 MiB (four default partitions) per 100 rounds, or of 100 bytes per message, exceeds that within
 the half of a 10-minute run. Exit status 1 if the job failed or any process grew.
 """
 import argparse

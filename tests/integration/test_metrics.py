@@ -19,7 +19,8 @@ from conftest import EXAMPLE, PSLAUNCH, clean_env, free_port
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 WORKERS, SERVERS, ROUNDS = 2, 2, 20
-TENSORS = "fp32:65536,fp32:1000"  # 256 KiB and 4000 bytes: one chunk each at the default partition
+PARTITION_BYTES = 262144
+TENSORS = "fp32:65536,fp32:1000"  # 256 KiB and 4000 bytes: one chunk each at PARTITION_BYTES
 BYTES_PER_ROUND = 65536 * 4 + 1000 * 4
 
 
@@ -86,7 +87,7 @@ def test_prometheus_scrapes_every_role_with_exact_counts(prometheus):
     # The workers stay up 4 s after their last round: a few scrapes read the final counts.
     job = subprocess.run([PSLAUNCH, "-w", str(WORKERS), "-s", str(SERVERS), "--metrics-port", str(base), "--timeout",
                           "120", "--", EXAMPLE, "--rounds", str(ROUNDS), "--tensors", TENSORS, "--quiet",
-                          "--linger", "4"], env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          "--linger", "4"], env=clean_env(SYNCLINE_PARTITION_BYTES=PARTITION_BYTES), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, timeout=180)
     assert job.returncode == 0, job.stdout
     assert f"scheduler {base}, servers {base + 1}-{base + SERVERS}" in job.stdout, job.stdout
