@@ -33,30 +33,29 @@ Tuner::Tuner(TunerOptions options, TunerPoint start) : options_(std::move(option
   best_ = current_;
 }
 
-void Tuner::PlanPhase() {
-  planned_.clear();
+std::optional<Tuner::Index> Tuner::Neighbour(Index from, int direction) const {
   const bool credits = phase_ != 1;
   const size_t size = credits ? options_.credits.size() : options_.partitions.size();
-  const size_t at = credits ? best_.second : best_.first;
-  for (int direction : {-1, +1}) {
-    if (direction < 0 ? at == 0 : at + 1 >= size) continue;
-    Index p = best_;
-    (credits ? p.second : p.first) = direction < 0 ? at - 1 : at + 1;
-    if (!scores_.count(p)) planned_.push_back(p);
-  }
+  size_t& at = credits ? from.second : from.first;
+  if (direction < 0 ? at == 0 : at + 1 >= size) return std::nullopt;
+  at = direction < 0 ? at - 1 : at + 1;
+  if (scores_.count(from)) return std::nullopt;
+  return from;
+}
+
+void Tuner::PlanPhase() {
+  planned_.clear();
+  for (int direction : {-1, +1})
+    if (auto p = Neighbour(best_, direction)) planned_.push_back(*p);
 }
 
 void Tuner::WalkOn(Index from) {
   if (phase_ != 0 && phase_ != 1) return;
   planned_.clear();  // the other side of `from` was slower, or is now the far side
   const bool credits = phase_ == 0;
-  const size_t size = credits ? options_.credits.size() : options_.partitions.size();
-  const size_t at = credits ? current_.second : current_.first;
-  const size_t was = credits ? from.second : from.first;
-  if (at == was || (at > was ? at + 1 >= size : at == 0)) return;
-  Index p = current_;
-  (credits ? p.second : p.first) = at > was ? at + 1 : at - 1;
-  if (!scores_.count(p)) planned_.push_back(p);
+  const size_t at = credits ? current_.second : current_.first, was = credits ? from.second : from.first;
+  if (at == was) return;
+  if (auto p = Neighbour(current_, at > was ? +1 : -1)) planned_.push_back(*p);
 }
 
 std::optional<Tuner::Index> Tuner::NextCandidate() {

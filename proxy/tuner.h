@@ -4,9 +4,9 @@
 // grid at a time from the starting point: the smaller credit next to it, and
 // on down while each is faster; if it was not faster, the larger one and on
 // up likewise; then the partitions the same way at the best credit; then the
-// credits next to the best point once more. It moves only to a point faster by at least `min_gain`,
-// and settles on the best point seen when the walk ends or after
-// `max_points` points. The defaults (Settings) start it where the emulated
+// credits next to the best point once more. It moves only to a point faster
+// by at least `min_gain`, and settles on the best point seen when the walk
+// ends or after `max_points` points. The defaults (Settings) start it where the emulated
 // cluster's best points lie, so a short walk suffices: at most 7 points, 28
 // steps (issue 30 asks for the best point's speed within 30).
 // Each point is measured over `measure_steps` steps (their median) after
@@ -74,6 +74,9 @@ class Tuner {
   using Index = std::pair<size_t, size_t>;  // (partition, credit) in the grid
   TunerPoint PointAt(Index i) const { return {options_.partitions[i.first], options_.credits[i.second]}; }
   std::optional<Index> NextCandidate();
+  // The unmeasured point next to `from` in `direction` (-1 or +1) along this
+  // phase's axis (credits, or partitions in phase 1); none at the grid's edge.
+  std::optional<Index> Neighbour(Index from, int direction) const;
   // The unmeasured neighbours of the best point along the next phase's axis.
   void PlanPhase();
   // `current_` just became the best: walk on past it, away from `from`.

@@ -163,7 +163,7 @@ class Cluster:
 
     def drops(self):
         """Packets the links' shapers have dropped so far, per (host, "up" | "down"): the trace of
-        incast, where several flows meet in one shallow link queue."""
+        more bytes in flight into a link than its shallow queue holds."""
         import re
         out = {}
         for i in range(self.c.hosts):
@@ -177,8 +177,7 @@ class Cluster:
     def drop_report(self, config, before, after, steps):
         """Drops per step in all, and by link: into and out of the worker hosts, and of the server
         hosts where the servers have hosts of their own."""
-        layout = self.separate if config not in ("compute-only", self.a.fw.baseline) and "colocated" not in config \
-            else self.colocated
+        layout = self.layout(config)
         workers = {layout.worker_host(r) for r in range(self.a.workers)}
         servers = {layout.server_host(j) for j in range(self.a.workers)} - workers
         def per_step(hosts, way):
@@ -188,6 +187,12 @@ class Cluster:
         if servers:
             text += f", into servers {per_step(servers, 'down'):.0f}, out of servers {per_step(servers, 'up'):.0f}"
         return text + ")"
+
+    def layout(self, config):
+        """Where `config` runs: the frameworks' own jobs and colocated Syncline on the worker hosts
+        alone, Syncline otherwise with server hosts of its own."""
+        return self.colocated if config in ("compute-only", self.a.fw.baseline) or "colocated" in config \
+            else self.separate
 
     def _wait(self, procs, what):
         codes = self.c.wait(procs, timeout=self.a.job_timeout)
@@ -201,7 +206,7 @@ class Cluster:
 
     def run(self, config, model):
         a, n = self.a, self.a.workers
-        hosts = [self.colocated.worker_host(r) for r in range(n)]
+        hosts = [self.layout(config).worker_host(r) for r in range(n)]
         if config == "compute-only":
             procs = [self.c.start(h, step_args(a, model, "compute"), clean_env(), name=f"compute-{r}")
                      for r, h in enumerate(hosts)]
@@ -213,8 +218,7 @@ class Cluster:
                                   name=f"{a.fw.baseline_mode}-{r}")
                      for r, h in enumerate(hosts)]
             return results(self._wait(procs, config), n, config)
-        layout = self.colocated if "colocated" in config else self.separate
-        job = self.jobs.start_job(self.c, layout, step_args(a, model, "syncline"),
+        job = self.jobs.start_job(self.c, self.layout(config), step_args(a, model, "syncline"),
                                   dict(variant_env(config, a), PATH=os.environ["PATH"]), timeout=a.job_timeout)
         codes = job.wait(a.job_timeout + 10)
         if any(code != 0 for code in codes):

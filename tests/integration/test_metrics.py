@@ -87,8 +87,8 @@ def test_prometheus_scrapes_every_role_with_exact_counts(prometheus):
     # The workers stay up 4 s after their last round: a few scrapes read the final counts.
     job = subprocess.run([PSLAUNCH, "-w", str(WORKERS), "-s", str(SERVERS), "--metrics-port", str(base), "--timeout",
                           "120", "--", EXAMPLE, "--rounds", str(ROUNDS), "--tensors", TENSORS, "--quiet",
-                          "--linger", "4"], env=clean_env(SYNCLINE_PARTITION_BYTES=PARTITION_BYTES), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, timeout=180)
+                          "--linger", "4"], env=clean_env(SYNCLINE_PARTITION_BYTES=PARTITION_BYTES),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
     assert job.returncode == 0, job.stdout
     assert f"scheduler {base}, servers {base + 1}-{base + SERVERS}" in job.stdout, job.stdout
 

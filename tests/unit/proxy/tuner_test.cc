@@ -1,8 +1,8 @@
 // The tuner driven by simulated cost models: from the default settings it
-// must settle within 1.1x of the best grid point in at most 30 steps, decide the same way given the same
-// measurements, and not move on noise; settled, it must search again when
-// the step time drifts by more than 10% for two windows, and not on noise or
-// one slow window.
+// must settle within 1.1x of the best grid point in at most 30 steps, decide
+// the same way given the same measurements, and not move on noise; settled,
+// it must search again when the step time drifts by more than 10% for two
+// windows, and not on noise or one slow window.
 #include "proxy/tuner.h"
 
 #include <gtest/gtest.h>
