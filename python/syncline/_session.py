@@ -6,6 +6,7 @@ Besides the worker, a session remembers every tensor name it declared, so a
 name reused with another shape or dtype is refused before it reaches the
 network, and it broadcasts arbitrary bytes (objects, integer tensors) exactly.
 """
+import atexit
 import os
 import sys
 import threading
@@ -239,6 +240,7 @@ class Session:
 
 _current = None
 _ended = False
+_exit_hook = []  # [True] once shutdown_at_exit is registered
 _kept = []  # memory a failed call may still be written into: kept until the process ends
 _state_lock = threading.Lock()
 
@@ -257,6 +259,11 @@ def init():
         if _current is None:
             _current = Session()
             _ended = False
+            if not _exit_hook:
+                # Registered after the frameworks' own exit handlers (they registered theirs at
+                # import), so it runs before them: torch and TensorFlow are still whole.
+                atexit.register(shutdown_at_exit)
+                _exit_hook.append(True)
         return _current
 
 
@@ -291,6 +298,23 @@ def local_rank():
 
 def local_size():
     return current().worker.local_size
+
+
+def shutdown_at_exit():
+    """Leaves the job when the script ends without calling shutdown(), as byteps and horovod do
+    (their init() registers shutdown with atexit, and scripts written for them rely on it):
+    without it the scheduler and servers wait for a worker that is gone, and the launcher stops
+    them and fails the job. After an unhandled exception (the interpreter printed it and set
+    sys.last_value) it leaves without finishing: the worker's operations may never complete, and
+    the job ends naming this worker as it would for any worker that dies."""
+    if _current is None:
+        return
+    if getattr(sys, "last_value", None) is not None:
+        return
+    try:
+        shutdown()
+    except BaseException as e:  # at exit nobody can catch it: say it
+        print(f"syncline: leaving the job at exit failed: {e}", file=sys.stderr, flush=True)
 
 
 def shutdown():

@@ -20,6 +20,20 @@ except (ImportError, AttributeError):  # another TensorFlow: always the differen
     def should_record_backprop(tensors):
         return True
 
+try:  # marks a function for AutoGraph to call as it is. The public do_not_convert does the same
+    # through a wrapper that costs ~15 us an eager push_pull here (~100 us in all at 4 KiB).
+    from tensorflow.python.autograph.impl.api import autograph_artifact as _autograph_artifact
+except ImportError:  # another TensorFlow
+    _autograph_artifact = tf.autograph.experimental.do_not_convert
+
+
+def graph_builder(function):
+    """Keeps AutoGraph out of one of the shim's entry points, which run inside users' tf.functions.
+    AutoGraph rewrites Python control flow on tensors into graph ops; the shim has none (it only
+    builds ops), and rewriting it and everything it calls (down to os.path.exists) costs tracing
+    time and warns where it cannot."""
+    return _autograph_artifact(function)
+
 from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
 from syncline.compression import NoneCompressor
@@ -234,6 +248,7 @@ def push_pull_list(tensors, names, average=True, priorities=None):
     return outs
 
 
+@graph_builder
 def push_pull(tensor, average=True, name=None, compression=Compression.none):
     """Sums (averages) `tensor` across workers and returns the result. Differentiable: the gradient
     of the result is push_pulled too."""
@@ -290,6 +305,7 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
     return out
 
 
+@graph_builder
 def broadcast(tensor, root_rank, name=None):
     """root_rank's `tensor` on every worker (any dtype; floats as sums with zeros, others as bytes)."""
     session = _session.current()
@@ -317,6 +333,7 @@ def variable_name(variable, index):
     return getattr(variable, "path", None) or f"{variable.name}.{index}"
 
 
+@graph_builder
 def broadcast_variables(variables, root_rank):
     """Assigns root_rank's value to each variable on every worker (eager or inside tf.function)."""
     size_ = size()

@@ -10,7 +10,7 @@ wrapped optimizer's own.
 """
 
 from syncline import _session
-from syncline.tensorflow.ops import Compression, average_gradients, variable_name
+from syncline.tensorflow.ops import Compression, average_gradients, graph_builder, variable_name
 
 
 class _SynclineApply:
@@ -18,6 +18,7 @@ class _SynclineApply:
 
     _syncline_compression = Compression.none
 
+    @graph_builder
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
         variables = list(trainable_variables) if trainable_variables is not None else None

@@ -6,7 +6,7 @@ most urgent), and are waited for together.
 """
 import tensorflow as tf
 
-from syncline.tensorflow.ops import Compression, average_gradients, variable_name
+from syncline.tensorflow.ops import Compression, average_gradients, graph_builder, variable_name
 
 
 class DistributedGradientTape:
@@ -24,6 +24,7 @@ class DistributedGradientTape:
     def __exit__(self, *exc):
         return self._tape.__exit__(*exc)
 
+    @graph_builder
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = self._tape.gradient(target, sources, output_gradients=output_gradients, **kwargs)
         flat_sources = tf.nest.flatten(sources)
