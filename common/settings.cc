@@ -125,6 +125,8 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SHM_BYTES", {}, Integer(&Settings::shm_bytes, 1 << 20, 1ll << 40)},
       {"SYNCLINE_PARTITION_BYTES", {{"BYTEPS_PARTITION_BYTES", 1}},
        Integer(&Settings::partition_bytes, 64, 1ll << 34)},
+      {"SYNCLINE_SYNC_MODE", {}, Text(&Settings::sync_mode, {"bsp", "osp", "async"})},
+      {"SYNCLINE_OSP_PERIOD", {}, Integer(&Settings::osp_period, 1, 1 << 20)},
       {"SYNCLINE_ASYNC", {{"BYTEPS_ENABLE_ASYNC", 1}}, Boolean(&Settings::async)},
       {"SYNCLINE_DETERMINISTIC", {}, Boolean(&Settings::deterministic)},
       {"SYNCLINE_HEARTBEAT_INTERVAL_MS", {{"PS_HEARTBEAT_INTERVAL", 1000}},
@@ -209,6 +211,11 @@ Result<Settings> Settings::FromEnvironment(const Environment& env, std::vector<s
     if (warnings && (StartsWith(name, "BYTEPS_") || StartsWith(name, "DMLC_")))
       warnings->push_back(name + " is a BytePS/ps-lite setting Syncline does not use; ignored");
   }
+  if (s.async && s.sync_mode != "bsp" && s.sync_mode != "async")
+    return InvalidArgument("SYNCLINE_ASYNC (BYTEPS_ENABLE_ASYNC) asks for async mode, but SYNCLINE_SYNC_MODE is " +
+                           s.sync_mode + ": set one of them");
+  if (s.async) s.sync_mode = "async";
+  s.async = s.sync_mode == "async";
   SYNCLINE_RETURN_IF_ERROR(s.Validate());
   return s;
 }

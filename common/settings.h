@@ -94,8 +94,21 @@ struct Settings {
   // emulated 1 Gbit/s cluster, where it is the tuner's best point for every
   // model measured, and costs 0-10% on loopback (docs/decisions.md).
   uint64_t partition_bytes = 256ull << 10;
+  // SYNCLINE_SYNC_MODE. How workers synchronize, one mode for the whole job
+  // (every node must have the same; the scheduler ends a job whose nodes
+  // differ, naming the setting): "bsp" (every step's gradients are summed
+  // before the step's update), "osp" (framework shims: every step updates
+  // with the local gradient; every SYNCLINE_OSP_PERIOD steps the model's
+  // change is summed while the next period computes, then merged: at most
+  // one period stale; raw push_pulls are refused) or "async" (as
+  // SYNCLINE_ASYNC). Default bsp.
+  std::string sync_mode = "bsp";
+  // SYNCLINE_OSP_PERIOD. In osp mode, local steps between the starts of two
+  // synchronizations. Larger: less traffic, staler models.
+  int osp_period = 1;
   // SYNCLINE_ASYNC | BYTEPS_ENABLE_ASYNC. Servers apply each push at once and
   // pulls return the latest value, instead of per-round synchronous sums.
+  // Set, it is SYNCLINE_SYNC_MODE=async; SYNCLINE_SYNC_MODE=async sets it.
   bool async = false;
   // SYNCLINE_DETERMINISTIC. Servers sum in worker-rank order once all pushes of
   // a round are in, so results are bit-identical run to run (costs memory:

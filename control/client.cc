@@ -7,6 +7,7 @@
 #include "common/host_identity.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "control/job_wide_settings.h"
 #include "transport/factory.h"
 #include "transport/reachability.h"
 #include "transport/wire.h"
@@ -73,6 +74,7 @@ Status SchedulerClient::Join(const std::string& my_address, bool shm) {
   body->set_host_id(HostIdentity());
   body->set_pid(getpid());
   body->set_shm(shm);
+  *body->mutable_job_wide() = JobWideSettingsOf(settings_);
   if (keys_ != nullptr) {
     // This first REGISTER asks for the scheduler's challenge; the node joins
     // with a second one that carries it back (Handle: REGISTER_CHALLENGE).

@@ -53,6 +53,10 @@ int syncline_size(const syncline_worker* w) { return w ? w->worker->num_workers(
 int syncline_local_rank(const syncline_worker* w) { return w ? w->worker->settings().local_rank : -1; }
 int syncline_local_size(const syncline_worker* w) { return w ? w->worker->settings().local_size : -1; }
 int syncline_cross_iteration(const syncline_worker* w) { return w && w->worker->settings().cross_iteration ? 1 : 0; }
+const char* syncline_sync_mode(const syncline_worker* w) {
+  return w ? w->worker->settings().sync_mode.c_str() : nullptr;
+}
+int syncline_osp_period(const syncline_worker* w) { return w ? w->worker->settings().osp_period : -1; }
 
 int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements, uint32_t* id_out) {
   if (!w || !name || !id_out) return Report(syncline::InvalidArgument("syncline_declare: null argument"));

@@ -5,6 +5,7 @@
 
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "control/job_wide_settings.h"
 #include "scheduler/scheduler.h"
 #include "transport/wire.h"
 
@@ -78,6 +79,7 @@ void Scheduler::OnRegister(const Message& m) {
   node.info.set_shm(r.shm());
   node.last_seen = Clock::now();
   node.nonce = nonce;
+  node.job_wide = r.job_wide();
   nodes_[id] = node;
   SYNCLINE_LOG_INFO("registered {} at {} as node {} ({} of {} workers, {} of {} servers)",
                     proto::Role_Name(r.role()), r.address(), id, CountRole(proto::WORKER), settings_.num_workers,
@@ -116,6 +118,13 @@ void Scheduler::Challenge(const Message& m) {
 }
 
 void Scheduler::AssignRanksAndPublish() {
+  // Nodes that synchronize differently would deadlock or train on different
+  // rules: the job ends before it starts, naming the node and the setting.
+  // Checked once all are registered, so that every node hears why.
+  const proto::JobWideSettings job_wide = JobWideSettingsOf(settings_);
+  for (const auto& [id, n] : nodes_)
+    if (std::string difference = JobWideDifference(job_wide, n.job_wide); !difference.empty())
+      return AbortJob(Describe(id) + " has " + difference + ": every node of a job needs the same", id);
   // Per role: requested ranks first, the rest fill the gaps in arrival order.
   std::map<proto::Role, std::set<int32_t>> taken;
   for (auto& [id, n] : nodes_) {

@@ -63,6 +63,7 @@ class Scheduler {
     Clock::time_point last_seen;
     bool finished = false;
     std::string nonce;  // its registration nonce (a job with a token)
+    proto::JobWideSettings job_wide;  // as registered; compared with the scheduler's at publication
   };
   struct TensorEntry {
     proto::TensorSpec spec;

@@ -66,6 +66,8 @@ def _load():
             "syncline_local_rank": (i, [p]),
             "syncline_local_size": (i, [p]),
             "syncline_cross_iteration": (i, [p]),
+            "syncline_sync_mode": (ctypes.c_char_p, [p]),
+            "syncline_osp_period": (i, [p]),
             "syncline_declare": (i, [p, ctypes.c_char_p, i, u64, ctypes.POINTER(u32)]),
             "syncline_push_pull_async": (i, [p, u32, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
             "syncline_push_pull_to": (i, [p, u32, p, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
@@ -156,6 +158,8 @@ class Worker:
         self.local_rank = self._lib.syncline_local_rank(handle)
         self.local_size = self._lib.syncline_local_size(handle)
         self.cross_iteration = self._lib.syncline_cross_iteration(handle) == 1
+        self.sync_mode = self._lib.syncline_sync_mode(handle).decode()
+        self.osp_period = self._lib.syncline_osp_period(handle)
         self._kernel_api = None
 
     def kernel_api(self):

@@ -190,6 +190,21 @@ TEST(SettingsTest, ServerReplyWindowUnlessServerSchedulingIsOff) {
   EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SERVER_REPLY_WINDOW_BYTES", "0"}}).ok());
 }
 
+TEST(SettingsTest, SyncModeIsOneOfBspOspAsyncAndAsyncIsItsAlias) {
+  EXPECT_EQ(MustParse({}).sync_mode, "bsp");
+  EXPECT_EQ(MustParse({}).osp_period, 1);
+  Settings osp = MustParse({{"SYNCLINE_SYNC_MODE", "osp"}, {"SYNCLINE_OSP_PERIOD", "4"}});
+  EXPECT_EQ(osp.sync_mode, "osp");
+  EXPECT_EQ(osp.osp_period, 4);
+  EXPECT_FALSE(osp.async);
+  EXPECT_TRUE(MustParse({{"SYNCLINE_SYNC_MODE", "async"}}).async);
+  EXPECT_EQ(MustParse({{"BYTEPS_ENABLE_ASYNC", "1"}}).sync_mode, "async");
+  EXPECT_EQ(MustParse({{"SYNCLINE_ASYNC", "1"}, {"SYNCLINE_SYNC_MODE", "async"}}).sync_mode, "async");
+  ExpectError({{"SYNCLINE_ASYNC", "1"}, {"SYNCLINE_SYNC_MODE", "osp"}}, {"SYNCLINE_ASYNC", "osp", "set one of them"});
+  ExpectError({{"SYNCLINE_SYNC_MODE", "ssp"}}, {"SYNCLINE_SYNC_MODE", "'ssp' is not one of async, bsp, osp"});
+  ExpectError({{"SYNCLINE_OSP_PERIOD", "0"}}, {"SYNCLINE_OSP_PERIOD"});
+}
+
 TEST(SettingsTest, LargestChunkIsThePartitionOrTheTunersLargest) {
   EXPECT_EQ(MustParse({}).LargestChunkBytes(), kLargestTunedPartitionBytes);
   EXPECT_EQ(MustParse({{"SYNCLINE_PARTITION_BYTES", "65536"}}).LargestChunkBytes(), kLargestTunedPartitionBytes);

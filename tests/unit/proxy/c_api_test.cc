@@ -41,6 +41,9 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   EXPECT_EQ(0, syncline_local_rank(w));  // no local settings: alone on its host
   EXPECT_EQ(1, syncline_local_size(w));
   EXPECT_EQ(0, syncline_cross_iteration(w));  // off unless SYNCLINE_CROSS_ITERATION says so
+  EXPECT_STREQ("bsp", syncline_sync_mode(w));  // unless SYNCLINE_SYNC_MODE says otherwise
+  EXPECT_EQ(1, syncline_osp_period(w));
+  EXPECT_EQ(nullptr, syncline_sync_mode(nullptr));
 
   uint32_t id = 0;
   EXPECT_NE(0, syncline_declare(w, "bad", 42, 10, &id));

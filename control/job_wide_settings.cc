@@ -1,0 +1,27 @@
+#include "control/job_wide_settings.h"
+
+namespace syncline {
+
+proto::JobWideSettings JobWideSettingsOf(const Settings& settings) {
+  proto::JobWideSettings s;
+  s.set_sync_mode(settings.async ? "async" : settings.sync_mode);
+  s.set_osp_period(settings.osp_period);
+  s.set_deterministic(settings.deterministic);
+  return s;
+}
+
+std::string JobWideDifference(const proto::JobWideSettings& job, const proto::JobWideSettings& node) {
+  auto differs = [](const char* name, const std::string& node_value, const std::string& job_value) {
+    return std::string(name) + "=" + node_value + " where the job has " + job_value;
+  };
+  auto flag = [](bool on) { return std::string(on ? "1" : "0"); };
+  if (node.sync_mode() != job.sync_mode())
+    return differs("SYNCLINE_SYNC_MODE", node.sync_mode().empty() ? "(not sent)" : node.sync_mode(), job.sync_mode());
+  if (node.osp_period() != job.osp_period())
+    return differs("SYNCLINE_OSP_PERIOD", std::to_string(node.osp_period()), std::to_string(job.osp_period()));
+  if (node.deterministic() != job.deterministic())
+    return differs("SYNCLINE_DETERMINISTIC", flag(node.deterministic()), flag(job.deterministic()));
+  return "";
+}
+
+}  // namespace syncline

@@ -1,0 +1,79 @@
+// Job-wide settings: a node whose synchronization mode, OSP period or
+// deterministic summation differs from the job's ends the job at
+// registration, named with the setting and both values; equal settings join.
+#include "control/job_wide_settings.h"
+
+#include "scheduler_testing.h"
+
+namespace syncline::scheduler_testing {
+namespace {
+
+TEST(JobWideSettingsTest, DifferenceNamesTheFirstSettingThatDiffers) {
+  Settings job;
+  EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(job)), "");
+  Settings osp = job;
+  osp.sync_mode = "osp";
+  EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(osp)),
+            "SYNCLINE_SYNC_MODE=osp where the job has bsp");
+  Settings async = job;
+  async.async = true;  // set directly, as by code that builds Settings itself
+  EXPECT_EQ(JobWideSettingsOf(async).sync_mode(), "async");
+  Settings period = osp;
+  period.osp_period = 2;
+  EXPECT_EQ(JobWideDifference(JobWideSettingsOf(osp), JobWideSettingsOf(period)),
+            "SYNCLINE_OSP_PERIOD=2 where the job has 1");
+  Settings deterministic = job;
+  deterministic.deterministic = true;
+  EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(deterministic)),
+            "SYNCLINE_DETERMINISTIC=1 where the job has 0");
+  EXPECT_THAT(JobWideDifference(JobWideSettingsOf(job), proto::JobWideSettings{}), HasSubstr("(not sent)"));
+}
+
+TEST_F(SchedulerTest, AWorkerWithAnotherSyncModeEndsTheJobNamingTheSetting) {
+  Settings s = JobSettings(2, 1);
+  StartScheduler(s);
+  Settings osp = s;
+  osp.sync_mode = "osp";
+  Node& w0 = AddNode("w0", Role::kWorker, s);
+  Node& w1 = AddNode("w1", Role::kWorker, osp);
+  Node& srv = AddNode("s0", Role::kServer, s);
+  auto j0 = JoinAsync(w0), j1 = JoinAsync(w1), j2 = JoinAsync(srv);
+  Status st = RunResult(5000);
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  EXPECT_THAT(st.message(), HasSubstr("worker (node"));
+  EXPECT_THAT(st.message(), HasSubstr("loop://w1"));
+  EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_SYNC_MODE=osp where the job has bsp"));
+  // Every node that registered hears why; none waits for the startup timeout.
+  for (auto* j : {&j0, &j1, &j2}) {
+    ASSERT_TRUE(Ready(*j, 3000));
+    EXPECT_EQ(j->get().code(), StatusCode::kAborted);
+  }
+}
+
+TEST_F(SchedulerTest, AServerWithAnotherOspPeriodEndsTheJob) {
+  Settings s = JobSettings(1, 1);
+  s.sync_mode = "osp";
+  StartScheduler(s);
+  Settings other = s;
+  other.osp_period = 4;
+  Node& w0 = AddNode("w0", Role::kWorker, s);
+  Node& srv = AddNode("s0", Role::kServer, other);
+  auto j0 = JoinAsync(w0), j1 = JoinAsync(srv);
+  Status st = RunResult(5000);
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  EXPECT_THAT(st.message(), HasSubstr("server (node"));
+  EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_OSP_PERIOD=4 where the job has 1"));
+  for (auto* j : {&j0, &j1}) ASSERT_TRUE(Ready(*j, 3000));
+}
+
+TEST_F(SchedulerTest, NodesWithTheJobsOspSettingsJoin) {
+  Settings s = JobSettings(2, 1);
+  s.sync_mode = "osp";
+  s.osp_period = 3;
+  StartScheduler(s);
+  JoinAll({&AddNode("w0", Role::kWorker, s), &AddNode("w1", Role::kWorker, s), &AddNode("s0", Role::kServer, s)});
+  EXPECT_FALSE(Ready(run_, 0));
+}
+
+}  // namespace
+}  // namespace syncline::scheduler_testing
