@@ -113,8 +113,10 @@ def main():
         if rank == 0:
             print(f"epoch {epoch}/{args.epochs}: loss {total / batches:.4f} ({time.perf_counter() - start:.2f} s)",
                   flush=True)
-    if bps is not None and args.wrapper == "optimizer":
-        optimizer.synchronize()  # with cross-iteration overlap, the last updates may still be running
+    if bps is not None:
+        # With cross-iteration overlap the last updates may still be running; in osp mode
+        # (SYNCLINE_SYNC_MODE=osp) every worker takes the global model.
+        (optimizer if args.wrapper == "optimizer" else model).synchronize()
     model.eval()
     with torch.no_grad():
         accuracy = (model(test_x).argmax(1) == test_y).float().mean().item()

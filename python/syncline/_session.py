@@ -77,6 +77,18 @@ class Session:
         self._outputs = {}  # (dtype, shape) -> output arrays for reuse (see output_array)
         self._next_handle = 0
         self._closers = []  # run at shutdown, before the worker leaves (e.g. updater threads)
+        self.osp = self.worker.sync_mode == "osp"
+
+    def refuse_in_osp(self, what):
+        """Raises, in osp mode, for `what` (a shim's call that would sum gradients): there workers
+        sum model changes through the wrappers instead, and a gradient summed too would be applied
+        on top of them."""
+        if self.osp:
+            raise SynclineError(
+                f"{what} is refused in osp mode (SYNCLINE_SYNC_MODE=osp): there workers sum their model changes "
+                "every SYNCLINE_OSP_PERIOD steps through the DistributedOptimizer (or syncline.torch's "
+                "DistributedDataParallel), and a gradient summed here would be applied on top of them. Send "
+                "values to log with broadcast_object, or run with SYNCLINE_SYNC_MODE=bsp")
 
     def on_shutdown(self, close):
         """Runs close() at shutdown(), before the worker leaves the job."""

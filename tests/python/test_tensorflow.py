@@ -59,3 +59,7 @@ else:
 print("before-init ok")
 """
     run_probe(probe, "before-init ok", TF_CPP_MIN_LOG_LEVEL=2)
+
+
+def test_osp_mode_is_refused_with_the_reason():
+    conftest.run_checks("tf_checks.py", "osp_refused", env={"SYNCLINE_SYNC_MODE": "osp"})

@@ -260,7 +260,18 @@ def dead_peer():
     os._exit(0)
 
 
-CHECKS = {f.__name__: f for f in (exact_sums, tape_and_broadcast, errors, keras_api, dead_peer)}
+def osp_refused():
+    """In osp mode (the job's SYNCLINE_SYNC_MODE) syncline.tensorflow refuses to sum gradients, saying why."""
+    expect_error(bps.SynclineError, lambda: bps.push_pull(tf.ones(3), name="raw"), ["osp mode", "SYNCLINE_SYNC_MODE"],
+                 "a push_pull ran in osp mode")
+    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(tf.ones((1, 2))))
+    expect_error(bps.SynclineError, lambda: bps.DistributedGradientTape(tape).gradient(loss, model.trainable_variables),
+                 ["osp mode"], "a DistributedGradientTape averaged gradients in osp mode")
+
+
+CHECKS = {f.__name__: f for f in (exact_sums, tape_and_broadcast, errors, keras_api, dead_peer, osp_refused)}
 
 if __name__ == "__main__":
     check = CHECKS[sys.argv[1]]

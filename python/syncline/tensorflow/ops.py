@@ -107,6 +107,11 @@ class Compression:
     fp16 = FP16Compressor
 
 
+def _refuse_osp():
+    raise SynclineError("syncline.tensorflow does not train in osp mode yet (SYNCLINE_SYNC_MODE=osp; syncline.torch "
+                        "does): its gradients would be summed every step as in bsp. Run with SYNCLINE_SYNC_MODE=bsp")
+
+
 def _check_dtype(tensor):
     if tensor.dtype not in _FLOATS:
         raise _capi.unsupported_dtype(tensor.dtype.name, [d.name for d in _FLOATS])
@@ -253,6 +258,8 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
     """Sums (averages) `tensor` across workers and returns the result. Differentiable: the gradient
     of the result is push_pulled too."""
     session = _session.current()
+    if session.osp:
+        _refuse_osp()
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     _check_dtype(tensor)
@@ -289,6 +296,9 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
     """Averages each gradient across workers, compressed on the way, as push_pull_list posts them;
     `names` and `priorities` go with `grads` by position. A None stays None; an IndexedSlices (an
     embedding's gradient) is sent whole."""
+    session = _session.current()
+    if session.osp:
+        _refuse_osp()
     present = [i for i, g in enumerate(grads) if g is not None]
     sent, contexts = [], []
     for i in present:

@@ -105,8 +105,10 @@ class _Handles:
 _handles = _Handles()
 
 
-def _post(tensor, output, average, name, priority, compression):
+def _post(tensor, output, average, name, priority, compression, model_change=False):
     session = _session.current()
+    if session.osp and not model_change:
+        session.refuse_in_osp("push_pull")
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"push_pull takes a torch.Tensor, not {type(tensor).__name__}")
     wire_dtype(tensor.dtype)  # the caller's dtype, before any compression
@@ -140,6 +142,12 @@ def push_pull_async(tensor, average=True, name=None, version=0, priority=0, comp
 def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
     """Like push_pull_async, writing the result into `tensor` itself."""
     return _post(tensor, tensor, average, name, priority, compression)
+
+
+def post_model_change(tensor, name, priority, compression):
+    """Starts averaging a model change across workers into a new tensor (osp mode's one push_pull,
+    syncline.torch.model_sync); returns a handle for synchronize()."""
+    return _post(tensor, torch.empty_like(tensor), True, name, priority, compression, model_change=True)
 
 
 def poll(handle):

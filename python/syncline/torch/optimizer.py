@@ -6,7 +6,10 @@ proxy as it is produced (syncline.torch.gradient_sync), and step() waits for
 the sums still missing before the update runs. With cross-iteration overlap
 (SYNCLINE_CROSS_ITERATION, or cross_iteration=True), step() returns at once and
 each parameter is updated as soon as its own sum is back
-(syncline.torch.cross_iteration). step() also reports the training step to
+(syncline.torch.cross_iteration). In osp mode (SYNCLINE_SYNC_MODE=osp) no gradient
+is sent: step() updates with the local gradient, and every SYNCLINE_OSP_PERIOD
+steps the model's change is averaged while training goes on
+(syncline.torch.model_sync). step() also reports the training step to
 libsyncline, which drives the online tuner of partition size and credit and
 the trace's step range.
 """
@@ -20,6 +23,7 @@ from syncline.torch import ops
 from syncline.torch.compression import Compression
 from syncline.torch.cross_iteration import CrossIterationUpdater
 from syncline.torch.gradient_sync import GradientSync
+from syncline.torch.model_sync import ModelSync
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -40,7 +44,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError(f"{len(unnamed)} parameter(s) of the optimizer are missing from named_parameters")
             named = [(n, p) for n, p in named if id(p) in owned]  # only what this optimizer updates
         worker = _session.current().worker
-        self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
+        self._model_sync = None  # osp mode: model changes are averaged instead of gradients
+        self._sync = None
+        if worker.sync_mode == "osp":
+            if cross_iteration or (cross_iteration is None and worker.cross_iteration):
+                raise ValueError("cross-iteration overlap (SYNCLINE_CROSS_ITERATION) overlaps gradient sums, and osp "
+                                 "mode (SYNCLINE_SYNC_MODE=osp) sums none: choose one")
+            cross_iteration = False
+            # Gradients accumulate over backward passes as in plain torch: step() is the update.
+            self._model_sync = ModelSync(named, worker.osp_period, compression, prefix="osp.")
+        else:
+            self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
         self._last_step_end_us = None
         self._synchronized = False  # synchronize() ran since the last step()
         self._ready = []  # with overlap: (parameter, hyperparameters, grad) whose sums synchronize() waited for
@@ -75,7 +89,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's average, so that they may be read or changed (clipping) before
         step(); step() then does not send them again. With cross-iteration overlap it also waits for
-        the updates in flight, so that parameters may be read."""
+        the updates in flight, so that parameters may be read. In osp mode it averages the models
+        and waits: every worker then holds the global model (for a checkpoint or an evaluation)."""
+        if self._model_sync is not None:
+            self._model_sync.synchronize()
+            return
         if self._updater is not None:
             self._updater.wait()
             if not self._synchronized and self._sync.has_pending():
@@ -131,6 +149,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad = None  # consumed; the next backward starts it afresh
 
     def zero_grad(self, set_to_none=True):
+        if self._model_sync is not None:
+            return super(self.__class__, self).zero_grad(set_to_none)
         if self._updater is None:
             self._sync.finish_interrupted()
             return super(self.__class__, self).zero_grad(set_to_none)
@@ -144,7 +164,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         worker = _session.current().worker
         if self._last_step_end_us is not None:
             worker.trace_span("forward+backward", self._last_step_end_us, worker.now_us())
-        if self._updater is None:
+        if self._model_sync is not None:
+            self._model_sync.before_update()
+            loss = self._base_step(closure)
+            self._model_sync.after_update()
+        elif self._updater is None:
             if self._should_synchronize and not self._synchronized:
                 self._sync.synchronize()
             self._synchronized = False

@@ -3,7 +3,11 @@
 Wrap the model, train with any optimizer: the wrapper copies worker 0's
 parameters and buffers everywhere at construction, posts each gradient through
 the scheduling proxy as backward produces it, and waits for the averaged
-gradients when backward ends, so optimizer.step() sees them as with DDP.
+gradients when backward ends, so optimizer.step() sees them as with DDP. In osp
+mode (SYNCLINE_SYNC_MODE=osp) no gradient is sent: each training forward counts
+the step before it, and every SYNCLINE_OSP_PERIOD of them the model's change
+is averaged while training goes on (syncline.torch.model_sync); synchronize()
+makes every worker hold the global model.
 """
 import contextlib
 
@@ -13,6 +17,7 @@ from syncline import _session
 from syncline.torch.broadcast import broadcast_parameters
 from syncline.torch.compression import Compression
 from syncline.torch.gradient_sync import GradientSync
+from syncline.torch.model_sync import ModelSync
 
 
 class DistributedDataParallel(torch.nn.Module):
@@ -28,14 +33,23 @@ class DistributedDataParallel(torch.nn.Module):
         self._root = root_rank
         self._name = name
         broadcast_parameters(module.state_dict(), root_rank)
-        self._sync = GradientSync(module.named_parameters(), compression, 1, prefix=f"{name}.grad.",
-                                  on_first_hook=self._wait_at_backward_end)
         self._worker = _session.current().worker
+        self._sync = self._model_sync = None
+        if self._worker.sync_mode == "osp":
+            self._model_sync = ModelSync(module.named_parameters(), self._worker.osp_period, compression,
+                                         prefix=f"{name}.osp.")
+            self._forwards = 0
+        else:
+            self._sync = GradientSync(module.named_parameters(), compression, 1, prefix=f"{name}.grad.",
+                                      on_first_hook=self._wait_at_backward_end)
 
     @contextlib.contextmanager
     def no_sync(self):
         """As torch DDP's: gradients of backward passes inside accumulate locally; the first backward
-        after the block sends the accumulated gradients."""
+        after the block sends the accumulated gradients. (In osp mode nothing is sent per backward.)"""
+        if self._sync is None:
+            yield
+            return
         self._sync.posting = False
         try:
             yield
@@ -49,10 +63,25 @@ class DistributedDataParallel(torch.nn.Module):
         # A training forward is a step on every worker; evaluation (often on
         # one rank only) must not take part in collectives.
         if self.training and torch.is_grad_enabled():
-            self._sync.finish_interrupted()  # a backward that raised partway left its step open
+            if self._model_sync is not None:
+                # A training forward follows the previous step's update: in osp mode the period
+                # counts training forwards.
+                if self._forwards:
+                    self._model_sync.after_update()
+                else:
+                    self._model_sync.before_update()
+                self._forwards += 1
+            else:
+                self._sync.finish_interrupted()  # a backward that raised partway left its step open
             if self.broadcast_buffers:
                 buffers = [(f"{self._name}.buffer.{n}", b) for n, b in self.module.named_buffers()]
                 if buffers:
                     broadcast_parameters(buffers, self._root)
             self._worker.begin_step()
         return self.module(*args, **kwargs)
+
+    def synchronize(self):
+        """In osp mode, averages the models and waits: every worker then holds the global model (for a
+        checkpoint or an evaluation). Otherwise gradients are already averaged when backward ends."""
+        if self._model_sync is not None:
+            self._model_sync.synchronize()
