@@ -3,6 +3,7 @@ share: their options, the timed loop (batches made outside the timing), and the 
 bench/torch/run.py reads."""
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -16,27 +17,44 @@ def parse_args(models, baseline_mode):
     p.add_argument("--steps", type=int, default=10, help="timed steps")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--task", choices=["synthetic", "learnable"], default="synthetic",
+                   help="synthetic: random labels (step time only); learnable: labels from a fixed teacher")
+    p.add_argument("--lr", type=float, default=0.001)
+    p.add_argument("--curve", action="store_true", help="report every step's loss and time since the first step")
     return p.parse_args()
 
 
-def time_steps(a, rank, next_batch, step):
+def time_steps(a, rank, next_batch, step, curve=None):
     """Runs a.warmup + a.steps steps, step(*next_batch()) each (step returns once the step is done);
-    returns the seconds of the timed ones. Rank 0 shows each step on stderr."""
+    returns the seconds of the timed ones. Into `curve` (a list) goes each step's (seconds of steps so far,
+    making batches not counted; the loss step returned). Rank 0 shows each step on stderr."""
     times = []
+    training_s = 0.0  # the steps' own time, without making batches
     for i in range(a.warmup + a.steps):
         batch = next_batch()
         start = time.perf_counter()
-        step(*batch)
+        loss = step(*batch)
+        took = time.perf_counter() - start
+        training_s += took
+        if curve is not None:
+            curve.append((round(training_s, 4), float(loss)))
         if i >= a.warmup:
-            times.append(time.perf_counter() - start)
+            times.append(took)
         if rank == 0:
             print(f"step {i + 1}/{a.warmup + a.steps}: {1000 * (time.perf_counter() - start):.0f} ms",
                   file=sys.stderr, flush=True)
     return times
 
 
-def report(a, rank, size, params, times):
-    """Prints the JSON line of this worker: median step time, and samples per second of the job."""
-    step_s = statistics.median(times)
-    print(json.dumps({"mode": a.mode, "model": a.model, "rank": rank, "workers": size, "params": params,
-                      "step_ms": 1000 * step_s, "samples_per_s": a.batch * size / step_s}), flush=True)
+def report(a, rank, size, params, times, curve=None):
+    """Prints the JSON line of this worker: median step time, samples per second of the job, and the
+    loss curve where one was recorded."""
+    # In osp mode a period's wait for the network falls on one step of the period: the median of
+    # the steps would hide it, so the mean (over whole periods, as run.py times them) is reported.
+    osp = os.environ.get("SYNCLINE_SYNC_MODE") == "osp"
+    step_s = statistics.mean(times) if osp else statistics.median(times)
+    row = {"mode": a.mode, "model": a.model, "rank": rank, "workers": size, "params": params,
+           "step_ms": 1000 * step_s, "samples_per_s": a.batch * size / step_s}
+    if curve is not None:
+        row["curve"] = curve
+    print(json.dumps(row), flush=True)

@@ -126,7 +126,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_PARTITION_BYTES", {{"BYTEPS_PARTITION_BYTES", 1}},
        Integer(&Settings::partition_bytes, 64, 1ll << 34)},
       {"SYNCLINE_SYNC_MODE", {}, Text(&Settings::sync_mode, {"bsp", "osp", "async"})},
-      {"SYNCLINE_OSP_PERIOD", {}, Integer(&Settings::osp_period, 1, 1 << 20)},
+      {"SYNCLINE_OSP_PERIOD", {}, Integer(&Settings::osp_period, 0, 1 << 20)},
       {"SYNCLINE_ASYNC", {{"BYTEPS_ENABLE_ASYNC", 1}}, Boolean(&Settings::async)},
       {"SYNCLINE_DETERMINISTIC", {}, Boolean(&Settings::deterministic)},
       {"SYNCLINE_HEARTBEAT_INTERVAL_MS", {{"PS_HEARTBEAT_INTERVAL", 1000}},

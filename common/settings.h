@@ -104,8 +104,11 @@ struct Settings {
   // SYNCLINE_ASYNC). Default bsp.
   std::string sync_mode = "bsp";
   // SYNCLINE_OSP_PERIOD. In osp mode, local steps between the starts of two
-  // synchronizations. Larger: less traffic, staler models.
-  int osp_period = 1;
+  // synchronizations. Larger: less traffic, staler models. 0 (default): the
+  // shims choose it from measurement, the fewest steps in which a
+  // synchronization comes back (so that no step waits for the network), the
+  // same on every worker.
+  int osp_period = 0;
   // SYNCLINE_ASYNC | BYTEPS_ENABLE_ASYNC. Servers apply each push at once and
   // pulls return the latest value, instead of per-round synchronous sums.
   // Set, it is SYNCLINE_SYNC_MODE=async; SYNCLINE_SYNC_MODE=async sets it.

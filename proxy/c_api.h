@@ -41,7 +41,8 @@ SYNCLINE_EXPORT int syncline_cross_iteration(const syncline_worker* w);
 /* The job's synchronization mode (SYNCLINE_SYNC_MODE): "bsp", "osp" or
  * "async"; null without a worker. Framework glue runs osp itself. */
 SYNCLINE_EXPORT const char* syncline_sync_mode(const syncline_worker* w);
-/* In osp mode, the local steps between two synchronizations (SYNCLINE_OSP_PERIOD). */
+/* In osp mode, the local steps between two synchronizations (SYNCLINE_OSP_PERIOD);
+ * 0: the glue chooses it from measurement. */
 SYNCLINE_EXPORT int syncline_osp_period(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements,
                                      uint32_t* id_out);

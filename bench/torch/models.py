@@ -46,8 +46,14 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
-def build(name):
-    """(model, make_batch(batch_size, generator) -> (inputs, targets), loss_fn)."""
+# The learnable task's classes: the label of an input is the largest of these
+# many fixed random projections of it (a teacher every worker shares).
+TEACHER_CLASSES = 16
+
+
+def build(name, learnable=False):
+    """(model, make_batch(batch_size, generator) -> (inputs, targets), loss_fn). `learnable` (the MLPs):
+    labels from a fixed random linear teacher instead of at random, so that the loss can fall."""
     if name in MLPS:
         width, depth = MLPS[name]
         layers = []
@@ -55,9 +61,11 @@ def build(name):
             layers += [nn.Linear(width, width), nn.ReLU()]
         layers.append(nn.Linear(width, width))
         model = nn.Sequential(*layers)
+        teacher = torch.randn(width, TEACHER_CLASSES, generator=torch.Generator().manual_seed(1234))
 
         def batch(n, g):
-            return torch.randn(n, width, generator=g), torch.randint(0, width, (n,), generator=g)
+            x = torch.randn(n, width, generator=g)
+            return x, (x @ teacher).argmax(1) if learnable else torch.randint(0, width, (n,), generator=g)
         return model, batch, nn.functional.cross_entropy
     if name == "resnet18":
         model = ResNet18()

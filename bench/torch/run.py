@@ -15,6 +15,11 @@ configuration once per repeat, repeats interleaved, medians reported.
 
 Run it with the Python of the shims' environment (.venv/bin/python, made by scripts/build).
 The cluster mode also prints the link-rate floor (gradient bytes / link rate, each way).
+With --curve the MLPs train on a learnable task (labels from a fixed teacher) and the run reports
+each configuration's loss against training time and samples (bench/torch/curves.py), e.g. osp:
+
+  sudo bench/torch/run.py cluster --models mlp25m --configs ddp,server --curve --steps 80 --repeats 1 \
+      --variant "osp1:SYNCLINE_SYNC_MODE=osp,SYNCLINE_OSP_PERIOD=1" --curve-svg docs/osp-{model}.svg
 """
 import argparse
 import json
@@ -30,6 +35,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "cluster"))
 from benchenv import clean_env, json_lines, parse_variants  # noqa: E402
+
+import curves  # noqa: E402
 
 
 class Torch:
@@ -67,8 +74,9 @@ def log(*args):
 
 
 def step_args(a, model, mode):
+    curve = ["--task", "learnable", "--curve", "--lr", str(a.lr)] if a.curve else []
     return [sys.executable, a.fw.step, "--model", model, "--mode", mode, "--batch", str(a.batch), "--steps",
-            str(a.steps), "--warmup", str(a.warmup)]
+            str(a.steps), "--warmup", str(a.warmup), *curve]
 
 
 def results(output, workers, what):
@@ -232,6 +240,7 @@ def bench(platform, a):
     for model in a.models.split(","):
         configs = [c for c in platform.configs if not a.configs or any(word in c.lower() for word in a.configs)]
         samples = {c: [] for c in configs}
+        loss_curves = {}  # config -> worker 0's curve of the last repeat
         info = {}
         for r in range(a.repeats):
             for config in configs:
@@ -240,6 +249,8 @@ def bench(platform, a):
                 ms = statistics.median(row["step_ms"] for row in rows)
                 samples[config].append(ms)
                 info = rows[0]
+                if a.curve and config != "compute-only":
+                    loss_curves[config] = next(row["curve"] for row in rows if row["rank"] == 0)
                 extra = ""
                 if dropped is not None:
                     extra = "   " + platform.drop_report(config, dropped, platform.drops(), a.warmup + a.steps)
@@ -262,6 +273,17 @@ def bench(platform, a):
                     bound = floor_ms + med["compute-only"]
                     log(f"  {c}: {med[c] / bound:.2f} x (floor + compute-only)")
             row["floor_ms"] = floor_ms
+        if loss_curves:
+            reference = next((c for c in loss_curves if c.startswith("Syncline")), a.fw.baseline)
+            log(f"\n  loss on the learnable task (worker 0; lr {a.lr}), against {reference}:")
+            for line in curves.report(loss_curves, reference, global_batch):
+                log(line)
+            row["curves"] = loss_curves
+            if a.curve_svg:
+                path = Path(a.curve_svg.replace("{model}", model))
+                path.write_text(curves.svg(loss_curves, f"{model}: loss (mean of {curves.WINDOW} steps), "
+                                           f"{platform.name}, {a.workers} workers x batch {a.batch}", global_batch))
+                log(f"  curves drawn in {path}")
         summary.append(row)
     log("\nsummary (JSON): " + json.dumps(summary))
     if a.json:
@@ -285,6 +307,11 @@ def main(argv=None):
     p.add_argument("--queue-ms", type=float, help="cluster: depth of each link's queue, in ms at the link rate "
                    "(default: bench/cluster's shallow switch buffer)")
     p.add_argument("--job-timeout", type=int, default=600)
+    p.add_argument("--curve", action="store_true",
+                   help="train on a learnable task and report the loss curves: time and samples to the first "
+                        "Syncline configuration's final loss")
+    p.add_argument("--lr", type=float, default=0.01, help="--curve: the SGD learning rate (momentum 0.9)")
+    p.add_argument("--curve-svg", help="--curve: draw the curves here ({model} is replaced by the model's name)")
     p.add_argument("--json", help="also write the summary here (input of bench/torch/bars_svg.py)")
     p.add_argument("--configs", default="", help="only the configurations whose names contain one of these comma-separated words "
                    "(compute, ddp or mwms, server, colocated, syncline); ratios need the baseline")

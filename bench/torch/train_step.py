@@ -1,7 +1,8 @@
 """One worker of the end-to-end PyTorch benchmark: timed SGD steps of a model.
 
   --mode compute   this process alone, no communication (the floor)
-  --mode syncline  syncline.torch's DistributedOptimizer (launched by pslaunch)
+  --mode syncline  syncline.torch's DistributedOptimizer (launched by pslaunch; in osp
+                   mode with SYNCLINE_SYNC_MODE=osp)
   --mode ddp       torch.nn.parallel.DistributedDataParallel over gloo (RANK,
                    WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the environment)
 
@@ -23,8 +24,8 @@ def main():
     a = step_timing.parse_args(models.NAMES, "ddp")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model, make_batch, loss_fn = models.build(a.model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
+    model, make_batch, loss_fn = models.build(a.model, learnable=a.task == "learnable")
+    optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     rank, size = 0, 1
     if a.mode == "syncline":
         import syncline.torch as bps
@@ -41,11 +42,14 @@ def main():
 
     def step(x, y):
         optimizer.zero_grad()
-        loss_fn(model(x), y).backward()
+        loss = loss_fn(model(x), y)
+        loss.backward()
         optimizer.step()
+        return loss.item() if a.curve else 0.0
 
-    times = step_timing.time_steps(a, rank, lambda: make_batch(a.batch, data), step)
-    step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times)
+    curve = [] if a.curve else None
+    times = step_timing.time_steps(a, rank, lambda: make_batch(a.batch, data), step, curve)
+    step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times, curve)
     if a.mode == "syncline":
         bps.shutdown()
     elif a.mode == "ddp":

@@ -108,6 +108,32 @@ def one_synchronization_in_flight_under_random_delays():
     assert torch.equal(model.w.detach(), bsp_result(start, 40, bps.size())), model.w
 
 
+def chosen_period_grows_and_agrees():
+    """Period 0 (chosen): with a model whose synchronization takes many of its (tiny) steps, the period
+    grows past 1, every worker changes it at the same steps, no step has two synchronizations in
+    flight, and the merged model still equals BSP's."""
+    n = 1 << 22  # 16 MiB of float32: a push_pull takes far longer than a step of this model
+    start = torch.tensor([1.0, 2.0, -3.0, 0.5]).repeat(n // 4)
+    model = Linear(start)
+    optimizer = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR),
+                                         named_parameters=[("big", model.w)])
+    sync = optimizer._model_sync
+    periods = []
+    c = constant_gradient(bps.rank()).repeat(n // 4)
+    for _ in range(60):
+        optimizer.zero_grad()
+        model(c).backward()
+        optimizer.step()
+        assert sync.synchronizations - sync.merged <= 1
+        periods.append(sync.period)
+    assert max(periods) > 1, periods
+    assert bps.broadcast_object(periods, root_rank=0) == periods, "the workers chose different periods"
+    optimizer.synchronize()
+    expected = start - 60 * LR * (sum(constant_gradient(r) for r in range(bps.size())) / bps.size()).repeat(n // 4)
+    assert torch.equal(model.w.detach(), expected)
+    print(f"periods chosen: {periods}", flush=True)
+
+
 def ddp_wrapper_merges_to_bsp():
     """The DDP-style wrapper in osp mode: each training forward counts a step; synchronize() gives BSP's model."""
     start = torch.tensor([1.0, 2.0, -3.0, 0.5])
@@ -132,7 +158,8 @@ def refusals():
 
 
 CHECKS = {f.__name__: f for f in (one_worker_equals_local_training, merged_model_equals_bsp,
-                                  one_synchronization_in_flight_under_random_delays, ddp_wrapper_merges_to_bsp,
+                                  one_synchronization_in_flight_under_random_delays, chosen_period_grows_and_agrees,
+                                  ddp_wrapper_merges_to_bsp,
                                   refusals)}
 
 if __name__ == "__main__":

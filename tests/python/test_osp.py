@@ -25,6 +25,10 @@ def test_one_synchronization_in_flight_under_random_delays():
     run_checks("one_synchronization_in_flight_under_random_delays", period=2)
 
 
+def test_chosen_period_grows_and_agrees():
+    run_checks("chosen_period_grows_and_agrees", period=0)
+
+
 def test_ddp_wrapper_merges_to_bsp():
     run_checks("ddp_wrapper_merges_to_bsp", period=2)
 
@@ -42,7 +46,7 @@ def test_workers_with_different_modes_fail_fast_naming_the_setting():
 
 
 def test_two_workers_train_the_digits_model_to_bsp_accuracy():
-    """OSP (period 1) reaches the accuracy BSP reaches in the same run, within 0.5 points."""
+    """OSP (the period chosen) reaches the accuracy BSP reaches in the same run, within 0.5 points."""
     accuracy = {}
     for mode in ("bsp", "osp"):
         code, out = run_job(2, [EXAMPLE], env={"SYNCLINE_SYNC_MODE": mode, "SYNCLINE_DETERMINISTIC": 1})

@@ -15,7 +15,19 @@ is waited for first, so a model is at most one period stale. The global model
 is the same on every worker, bit for bit: it starts as worker 0's parameters
 (broadcast at the first update) and changes only by sums every worker receives
 alike. Optimizer state stays local.
+
+Period 0 (SYNCLINE_OSP_PERIOD=0, the default) chooses the period from
+measurement: the smallest number of steps in which a synchronization comes
+back, so that no step waits for the network. Each synchronization carries
+every worker's vote (how many of its steps the previous one took, measured
+on its own clock) and the average, identical everywhere, becomes the period
+after the next start. A start is a collective (the k-th push_pull of every
+worker is summed together), so every worker must start its k-th at the same
+update: the period is never changed by what one worker alone observed.
 """
+import math
+import time
+
 import torch
 
 from syncline import _session
@@ -30,11 +42,15 @@ class ModelSync:
     worker hold the global model (a checkpoint, an evaluation). Not thread-safe:
     the training thread calls it."""
 
+    # A chosen period never exceeds this many steps (a model is at most this stale).
+    LONGEST_AUTO_PERIOD = 64
+
     def __init__(self, named_parameters, period, compression, prefix):
-        if period < 1:
-            raise ValueError(f"the OSP period must be at least 1 step, got {period}")
+        if period < 0:
+            raise ValueError(f"the OSP period must be 0 (chosen from measurement) or a number of steps, got {period}")
         session = _session.current()
-        self._period = period
+        self._auto = period == 0
+        self.period = 1 if self._auto else period  # steps from the last start to the next
         self._compression = compression
         self._params = []  # (name, parameter), declaration order
         seen = set()
@@ -45,6 +61,17 @@ class ModelSync:
         # Declared up front, in the same order on every worker (declaring is a collective).
         for name, p in self._params:
             session.tensor_id(name, ops.wire_dtype(compression.wire_dtype(p.dtype)), p.shape)
+        self._vote_name = prefix + "period.vote"
+        if self._auto:
+            session.tensor_id(self._vote_name, ops.wire_dtype(torch.float64), (1,))
+        self._vote = None  # handle of the period vote of the synchronization in flight
+        self._voted_period = self.period  # the average of the last merged vote, in force after the next start
+        self._latency_steps = 1.0  # how many of this worker's steps its last merged synchronization took
+        self._started_at = 0.0  # when the synchronization in flight started (time.monotonic)
+        self._step_seconds = None  # this worker's step time without waits for the network (moving average)
+        self._last_update_at = None
+        self._waited = 0.0  # seconds of the last step spent waiting for a synchronization
+        self._next_due = None  # the update count at which the next synchronization starts
         self._updates = 0
         self._global = None  # the global model, once the first update begins
         self._snapshot = None  # the parameters when the synchronization in flight started
@@ -71,14 +98,25 @@ class ModelSync:
 
     def after_update(self):
         """Counts a local update; merges a synchronization whose average is back; starts the next one
-        every `period` updates."""
+        when it is due (every `period` updates)."""
         self._updates += 1
+        self._time_step()
         if self._handles is not None and all(ops.poll(h) for h in self._handles):
             self._merge()
-        if self._updates % self._period == 0:
+        if self._next_due is None:
+            self._next_due = self.period
+        if self._updates >= self._next_due:
             if self._handles is not None:
                 self._merge()  # waits: at most one synchronization in flight
             self._start()
+            self._next_due = self._updates + self.period
+
+    def _time_step(self):
+        now = time.monotonic()
+        if self._last_update_at is not None:
+            seconds = now - self._last_update_at - self._waited
+            self._step_seconds = seconds if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * seconds
+        self._last_update_at, self._waited = now, 0.0
 
     def synchronize(self):
         """Merges the synchronization in flight, then averages once more and waits: every worker's
@@ -90,18 +128,34 @@ class ModelSync:
         self._merge()
 
     def _start(self):
+        if self._auto:
+            # Every worker has merged the last vote by now (a start follows the merge before it), so
+            # the period changes at the same update everywhere.
+            self.period = self._voted_period
+            self._vote = ops.post_model_change(torch.tensor([self._latency_steps], dtype=torch.float64),
+                                               name=self._vote_name, priority=1, compression=ops.Compression.none)
         with torch.no_grad():
             self._snapshot = [p.detach().clone() for _, p in self._params]
             self._handles = [
                 ops.post_model_change(s - g, name=name, priority=-i, compression=self._compression)
                 for i, ((name, _), s, g) in enumerate(zip(self._params, self._snapshot, self._global))]
+        self._started_at = time.monotonic()
         self.synchronizations += 1
 
     def _merge(self):
         handles, self._handles = self._handles, None
+        waiting_since = time.monotonic()
         with torch.no_grad():
             for (_, p), g, s, handle in zip(self._params, self._global, self._snapshot, handles):
                 g.add_(ops.synchronize(handle))
                 p.sub_(s).add_(g)  # exactly the global model where nothing moved since the snapshot
+        now = time.monotonic()
+        self._waited += now - waiting_since
         self._snapshot = None
         self.merged += 1
+        if self._auto:
+            vote, self._vote = self._vote, None
+            average = float(ops.synchronize(vote)[0])
+            self._voted_period = max(1, min(self.LONGEST_AUTO_PERIOD, math.ceil(average - 1e-9)))
+            if self._step_seconds:
+                self._latency_steps = (now - self._started_at) / self._step_seconds

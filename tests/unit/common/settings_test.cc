@@ -192,7 +192,7 @@ TEST(SettingsTest, ServerReplyWindowUnlessServerSchedulingIsOff) {
 
 TEST(SettingsTest, SyncModeIsOneOfBspOspAsyncAndAsyncIsItsAlias) {
   EXPECT_EQ(MustParse({}).sync_mode, "bsp");
-  EXPECT_EQ(MustParse({}).osp_period, 1);
+  EXPECT_EQ(MustParse({}).osp_period, 0);  // chosen from measurement
   Settings osp = MustParse({{"SYNCLINE_SYNC_MODE", "osp"}, {"SYNCLINE_OSP_PERIOD", "4"}});
   EXPECT_EQ(osp.sync_mode, "osp");
   EXPECT_EQ(osp.osp_period, 4);
@@ -202,7 +202,7 @@ TEST(SettingsTest, SyncModeIsOneOfBspOspAsyncAndAsyncIsItsAlias) {
   EXPECT_EQ(MustParse({{"SYNCLINE_ASYNC", "1"}, {"SYNCLINE_SYNC_MODE", "async"}}).sync_mode, "async");
   ExpectError({{"SYNCLINE_ASYNC", "1"}, {"SYNCLINE_SYNC_MODE", "osp"}}, {"SYNCLINE_ASYNC", "osp", "set one of them"});
   ExpectError({{"SYNCLINE_SYNC_MODE", "ssp"}}, {"SYNCLINE_SYNC_MODE", "'ssp' is not one of async, bsp, osp"});
-  ExpectError({{"SYNCLINE_OSP_PERIOD", "0"}}, {"SYNCLINE_OSP_PERIOD"});
+  ExpectError({{"SYNCLINE_OSP_PERIOD", "-1"}}, {"SYNCLINE_OSP_PERIOD"});
 }
 
 TEST(SettingsTest, LargestChunkIsThePartitionOrTheTunersLargest) {

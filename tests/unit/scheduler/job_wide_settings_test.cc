@@ -21,7 +21,7 @@ TEST(JobWideSettingsTest, DifferenceNamesTheFirstSettingThatDiffers) {
   Settings period = osp;
   period.osp_period = 2;
   EXPECT_EQ(JobWideDifference(JobWideSettingsOf(osp), JobWideSettingsOf(period)),
-            "SYNCLINE_OSP_PERIOD=2 where the job has 1");
+            "SYNCLINE_OSP_PERIOD=2 where the job has 0");
   Settings deterministic = job;
   deterministic.deterministic = true;
   EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(deterministic)),
@@ -62,7 +62,7 @@ TEST_F(SchedulerTest, AServerWithAnotherOspPeriodEndsTheJob) {
   Status st = RunResult(5000);
   EXPECT_EQ(st.code(), StatusCode::kAborted);
   EXPECT_THAT(st.message(), HasSubstr("server (node"));
-  EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_OSP_PERIOD=4 where the job has 1"));
+  EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_OSP_PERIOD=4 where the job has 0"));
   for (auto* j : {&j0, &j1}) ASSERT_TRUE(Ready(*j, 3000));
 }
 
