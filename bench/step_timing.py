@@ -46,7 +46,7 @@ def time_steps(a, rank, next_batch, step, curve=None):
     return times
 
 
-def report(a, rank, size, params, times, curve=None):
+def report(a, rank, size, params, times, curve=None, osp_period=None):
     """Prints the JSON line of this worker: median step time, samples per second of the job, and the
     loss curve where one was recorded."""
     # In osp mode a period's wait for the network falls on one step of the period: the median of
@@ -57,4 +57,6 @@ def report(a, rank, size, params, times, curve=None):
            "step_ms": 1000 * step_s, "samples_per_s": a.batch * size / step_s}
     if curve is not None:
         row["curve"] = curve
+    if osp_period is not None:
+        row["osp_period"] = osp_period
     print(json.dumps(row), flush=True)

@@ -254,6 +254,8 @@ def bench(platform, a):
                 extra = ""
                 if dropped is not None:
                     extra = "   " + platform.drop_report(config, dropped, platform.drops(), a.warmup + a.steps)
+                if "osp_period" in rows[0]:
+                    extra += f"   (osp period at the end: {rows[0]['osp_period']})"
                 log(f"  [{model}, repeat {r + 1}/{a.repeats}] {config:24s} {ms:9.1f} ms per step{extra}")
         med = {c: statistics.median(v) for c, v in samples.items()}
         grad_bytes = 4 * info["params"]
@@ -310,7 +312,7 @@ def main(argv=None):
     p.add_argument("--curve", action="store_true",
                    help="train on a learnable task and report the loss curves: time and samples to the first "
                         "Syncline configuration's final loss")
-    p.add_argument("--lr", type=float, default=0.01, help="--curve: the SGD learning rate (momentum 0.9)")
+    p.add_argument("--lr", type=float, default=0.004, help="--curve: the SGD learning rate (momentum 0.9)")
     p.add_argument("--curve-svg", help="--curve: draw the curves here ({model} is replaced by the model's name)")
     p.add_argument("--json", help="also write the summary here (input of bench/torch/bars_svg.py)")
     p.add_argument("--configs", default="", help="only the configurations whose names contain one of these comma-separated words "

@@ -49,7 +49,9 @@ def main():
 
     curve = [] if a.curve else None
     times = step_timing.time_steps(a, rank, lambda: make_batch(a.batch, data), step, curve)
-    step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times, curve)
+    model_sync = getattr(optimizer, "_model_sync", None)  # osp mode: the period in force at the end
+    step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times, curve,
+                       osp_period=model_sync.period if model_sync is not None else None)
     if a.mode == "syncline":
         bps.shutdown()
     elif a.mode == "ddp":

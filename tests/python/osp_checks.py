@@ -8,13 +8,12 @@ bit for bit.
 """
 import os
 import random
-import sys
 import time
 
 import torch
 
 import syncline.torch as bps
-from expect import expect_error
+from expect import expect_error, run_check
 
 LR = 0.5
 
@@ -163,8 +162,4 @@ CHECKS = {f.__name__: f for f in (one_worker_equals_local_training, merged_model
                                   refusals)}
 
 if __name__ == "__main__":
-    check = CHECKS[sys.argv[1]]
-    bps.init()
-    check()
-    print(f"{check.__name__} ok", flush=True)
-    bps.shutdown()
+    run_check(CHECKS, bps)

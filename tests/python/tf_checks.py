@@ -1,13 +1,12 @@
 """Checks that run inside every worker of a job: python tf_checks.py CHECK (as torch_checks.py)."""
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import syncline.tensorflow as bps  # noqa: E402
-from expect import expect_error  # noqa: E402
+from expect import expect_error, run_check  # noqa: E402
 from syncline import _session  # noqa: E402
 from syncline.tensorflow import ops  # noqa: E402
 
@@ -274,8 +273,4 @@ def osp_refused():
 CHECKS = {f.__name__: f for f in (exact_sums, tape_and_broadcast, errors, keras_api, dead_peer, osp_refused)}
 
 if __name__ == "__main__":
-    check = CHECKS[sys.argv[1]]
-    bps.init()
-    check()
-    print(f"{check.__name__} ok", flush=True)
-    bps.shutdown()
+    run_check(CHECKS, bps)

@@ -4,13 +4,12 @@ Each check asserts exact outcomes and prints 'CHECK ok' at its end; a failed
 assertion exits non-zero, which ends the job with the worker's traceback.
 """
 import os
-import sys
 import time
 
 import torch
 
 import syncline.torch as bps
-from expect import expect_error
+from expect import expect_error, run_check
 
 
 def exact_sums():
@@ -254,9 +253,4 @@ CHECKS = {f.__name__: f for f in (early_finish, exact_sums, broadcasts, errors, 
                                             cuda_sums)}
 
 if __name__ == "__main__":
-    check = CHECKS[sys.argv[1]]
-    bps.init()
-    check()
-    print(f"{check.__name__} ok", flush=True)
-    if check not in (errors, optimizer_api):
-        bps.shutdown()
+    run_check(CHECKS, bps, leave_open=(errors, optimizer_api))

@@ -110,6 +110,18 @@ class SchedulerTest : public ::testing::Test {
     }
   }
 
+  // Expects the job to end aborted, and every node of `joins` to hear it
+  // (its Join returns kAborted); returns the scheduler's outcome.
+  Status ExpectAbortHeardByAll(const std::vector<std::future<Status>*>& joins) {
+    Status st = RunResult(5000);
+    EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+    for (auto* j : joins) {
+      EXPECT_TRUE(Ready(*j, 3000)) << "a node never heard that the job was aborted";
+      if (j->valid() && Ready(*j, 0)) EXPECT_EQ(j->get().code(), StatusCode::kAborted);
+    }
+    return st;
+  }
+
   // The scheduler's outcome, waiting at most `ms`.
   Status RunResult(int ms = 10000) {
     if (!Ready(run_, ms)) return Internal("Scheduler::Run did not return within " + std::to_string(ms) + " ms");
