@@ -50,7 +50,8 @@ def report(a, rank, size, params, times, curve=None, osp_period=None):
     """Prints the JSON line of this worker: median step time, samples per second of the job, and the
     loss curve where one was recorded."""
     # In osp mode a period's wait for the network falls on one step of the period: the median of
-    # the steps would hide it, so the mean (over whole periods, as run.py times them) is reported.
+    # the steps would hide it, so the mean is reported (over whole periods where the timed steps
+    # are a multiple of the period; a chosen period changes during the run).
     osp = os.environ.get("SYNCLINE_SYNC_MODE") == "osp"
     step_s = statistics.mean(times) if osp else statistics.median(times)
     row = {"mode": a.mode, "model": a.model, "rank": rank, "workers": size, "params": params,

@@ -4,8 +4,9 @@ namespace syncline {
 
 proto::JobWideSettings JobWideSettingsOf(const Settings& settings) {
   proto::JobWideSettings s;
-  s.set_sync_mode(settings.async ? "async" : settings.sync_mode);
-  s.set_osp_period(settings.osp_period);
+  const std::string mode = settings.async ? "async" : settings.sync_mode;
+  s.set_sync_mode(mode);
+  s.set_osp_period(mode == "osp" ? settings.osp_period : 0);  // means nothing in the other modes
   s.set_deterministic(settings.deterministic);
   return s;
 }
@@ -16,7 +17,7 @@ std::string JobWideDifference(const proto::JobWideSettings& job, const proto::Jo
   };
   auto flag = [](bool on) { return std::string(on ? "1" : "0"); };
   if (node.sync_mode() != job.sync_mode())
-    return differs("SYNCLINE_SYNC_MODE", node.sync_mode().empty() ? "(not sent)" : node.sync_mode(), job.sync_mode());
+    return differs("SYNCLINE_SYNC_MODE", node.sync_mode().empty() ? "(not sent: an older Syncline)" : node.sync_mode(), job.sync_mode());
   if (node.osp_period() != job.osp_period())
     return differs("SYNCLINE_OSP_PERIOD", std::to_string(node.osp_period()), std::to_string(job.osp_period()));
   if (node.deterministic() != job.deterministic())

@@ -12,7 +12,8 @@
 
 namespace syncline {
 
-// The job-wide part of `settings`, as a registration carries it.
+// The job-wide part of `settings`, as a registration carries it (the OSP
+// period only in osp mode: in the others it means nothing and is 0).
 proto::JobWideSettings JobWideSettingsOf(const Settings& settings);
 
 // "" where `node` equals `job`; else which setting differs and how, e.g.

@@ -1,6 +1,7 @@
 // The scheduler's rendezvous: nodes register (proving the job token when
 // there is one), get their ranks, and receive the address book with the keys
 // they share with every other node; at the startup timeout, who is missing.
+#include <algorithm>
 #include <set>
 
 #include "common/log_limiter.h"
@@ -121,7 +122,16 @@ void Scheduler::AssignRanksAndPublish() {
   // Nodes that synchronize differently would deadlock or train on different
   // rules: the job ends before it starts, naming the node and the setting.
   // Checked once all are registered, so that every node hears why.
+  // Where every node agrees and only the scheduler differs (started apart,
+  // without the setting), the scheduler is the one named.
   const proto::JobWideSettings job_wide = JobWideSettingsOf(settings_);
+  const proto::JobWideSettings& first = nodes_.begin()->second.job_wide;
+  const bool nodes_agree = std::all_of(nodes_.begin(), nodes_.end(), [&](const auto& kv) {
+    return JobWideDifference(first, kv.second.job_wide).empty();
+  });
+  if (std::string difference = JobWideDifference(first, job_wide); nodes_agree && !difference.empty())
+    return AbortJob("the scheduler has " + difference + " (every worker and server): every node of a job needs the same",
+                    -1);
   for (const auto& [id, n] : nodes_)
     if (std::string difference = JobWideDifference(job_wide, n.job_wide); !difference.empty())
       return AbortJob(Describe(id) + " has " + difference + ": every node of a job needs the same", id);

@@ -116,7 +116,9 @@ def main():
     if bps is not None:
         # With cross-iteration overlap the last updates may still be running; in osp mode
         # (SYNCLINE_SYNC_MODE=osp) every worker takes the global model.
-        (optimizer if args.wrapper == "optimizer" else model).synchronize()
+        wrapper = optimizer if args.wrapper == "optimizer" else model
+        wrapper.synchronize()
+        wrapper.average_models()
     model.eval()
     with torch.no_grad():
         accuracy = (model(test_x).argmax(1) == test_y).float().mean().item()

@@ -252,7 +252,7 @@ class Session:
 
 _current = None
 _ended = False
-_exit_hook = []  # [True] once shutdown_at_exit is registered
+_exit_hook = []  # [the pid that registered shutdown_at_exit], once registered
 _kept = []  # memory a failed call may still be written into: kept until the process ends
 _state_lock = threading.Lock()
 
@@ -275,7 +275,7 @@ def init():
                 # Registered after the frameworks' own exit handlers (they registered theirs at
                 # import), so it runs before them: torch and TensorFlow are still whole.
                 atexit.register(shutdown_at_exit)
-                _exit_hook.append(True)
+                _exit_hook.append(os.getpid())
         return _current
 
 
@@ -319,7 +319,7 @@ def shutdown_at_exit():
     them and fails the job. After an unhandled exception (the interpreter printed it and set
     sys.last_value) it leaves without finishing: the worker's operations may never complete, and
     the job ends naming this worker as it would for any worker that dies."""
-    if _current is None:
+    if _current is None or os.getpid() != _exit_hook[0]:  # a forked child does not own the worker
         return
     if getattr(sys, "last_value", None) is not None:
         return

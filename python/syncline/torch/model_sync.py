@@ -3,27 +3,28 @@
 In osp mode (SYNCLINE_SYNC_MODE=osp) no gradient leaves a worker. Every step
 updates the parameters with the local gradient. Every `period` steps a worker
 starts, without waiting, a push_pull of its model change since the global
-model it last merged; the next steps compute meanwhile. When the average is
-back (looked for after every step), the worker moves to the new global model
-plus its own progress since the synchronization started:
+model it last merged, and merges the average when the next one is due (it is
+back by then unless the network is slower than a period, and then that step
+waits for it): one synchronization in flight at a time.
 
     global  <- global + average over workers of (snapshot - global)
     params  <- global + (params - snapshot)
 
-At most one synchronization is in flight: one still out when the next is due
-is waited for first, so a model is at most one period stale. The global model
-is the same on every worker, bit for bit: it starts as worker 0's parameters
-(broadcast at the first update) and changes only by sums every worker receives
-alike. Optimizer state stays local.
+The global model is the same on every worker, bit for bit: it starts as worker
+0's parameters (broadcast at the first update) and changes only by sums every
+worker receives alike. A worker sees another's updates at most two periods
+late (one period until that worker's snapshot, one in flight). Merges happen
+at fixed steps, so with a fixed period and SYNCLINE_DETERMINISTIC a run is
+bit-reproducible. Optimizer state stays local.
 
 Period 0 (SYNCLINE_OSP_PERIOD=0, the default) chooses the period from
-measurement: the smallest number of steps in which a synchronization comes
-back, so that no step waits for the network. Each synchronization carries
-every worker's vote (how many of its steps the previous one took, measured
-on its own clock) and the average, identical everywhere, becomes the period
-after the next start. A start is a collective (the k-th push_pull of every
-worker is summed together), so every worker must start its k-th at the same
-update: the period is never changed by what one worker alone observed.
+measurement: the fewest steps in which a synchronization comes back, so that
+no step waits for the network. Each synchronization carries every worker's
+vote (how many of its own steps the previous one took) and the average,
+identical everywhere, becomes the period after the next start. A start is a
+collective (the k-th push_pull of every worker is summed together), so every
+worker must start its k-th at the same update: the period is never changed by
+what one worker alone observed.
 """
 import math
 import time
@@ -38,7 +39,7 @@ from syncline.torch.broadcast import broadcast_tensor_
 class ModelSync:
     """The OSP synchronizations of `named_parameters` (the parameters one wrapper updates).
 
-    Call after_update() after every local update; synchronize() to make every
+    Call after_update() after every local update; average_models() to make every
     worker hold the global model (a checkpoint, an evaluation). Not thread-safe:
     the training thread calls it."""
 
@@ -61,13 +62,15 @@ class ModelSync:
         # Declared up front, in the same order on every worker (declaring is a collective).
         for name, p in self._params:
             session.tensor_id(name, ops.wire_dtype(compression.wire_dtype(p.dtype)), p.shape)
-        self._vote_name = prefix + "period.vote"
+        # One vote tensor per wrapper: named after its first parameter, which no other wrapper has.
+        self._vote_name = f"{self._params[0][0]}.period.vote" if self._params else prefix + "period.vote"
         if self._auto:
             session.tensor_id(self._vote_name, ops.wire_dtype(torch.float64), (1,))
         self._vote = None  # handle of the period vote of the synchronization in flight
         self._voted_period = self.period  # the average of the last merged vote, in force after the next start
         self._latency_steps = 1.0  # how many of this worker's steps its last merged synchronization took
-        self._started_at = 0.0  # when the synchronization in flight started (time.monotonic)
+        self._started_update = 0  # the update count at which the synchronization in flight started
+        self._back_after = None  # steps after its start at which it was seen back, if it was
         self._step_seconds = None  # this worker's step time without waits for the network (moving average)
         self._last_update_at = None
         self._waited = 0.0  # seconds of the last step spent waiting for a synchronization
@@ -97,12 +100,13 @@ class ModelSync:
                 p.copy_(g)
 
     def after_update(self):
-        """Counts a local update; merges a synchronization whose average is back; starts the next one
-        when it is due (every `period` updates)."""
+        """Counts a local update; when the next synchronization is due (every `period` updates),
+        merges the one in flight and starts it."""
         self._updates += 1
         self._time_step()
-        if self._handles is not None and all(ops.poll(h) for h in self._handles):
-            self._merge()
+        if self._auto and self._handles is not None and self._back_after is None and \
+                all(ops.poll(h) for h in self._handles):
+            self._back_after = self._updates - self._started_update  # the vote: it is back
         if self._next_due is None:
             self._next_due = self.period
         if self._updates >= self._next_due:
@@ -118,9 +122,10 @@ class ModelSync:
             self._step_seconds = seconds if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * seconds
         self._last_update_at, self._waited = now, 0.0
 
-    def synchronize(self):
+    def average_models(self):
         """Merges the synchronization in flight, then averages once more and waits: every worker's
-        parameters are then the global model, bit for bit."""
+        parameters are then the global model, bit for bit. A collective: every worker calls it
+        after the same number of updates."""
         self.before_update()
         if self._handles is not None:
             self._merge()
@@ -139,7 +144,7 @@ class ModelSync:
             self._handles = [
                 ops.post_model_change(s - g, name=name, priority=-i, compression=self._compression)
                 for i, ((name, _), s, g) in enumerate(zip(self._params, self._snapshot, self._global))]
-        self._started_at = time.monotonic()
+        self._started_update, self._back_after = self._updates, None
         self.synchronizations += 1
 
     def _merge(self):
@@ -157,5 +162,8 @@ class ModelSync:
             vote, self._vote = self._vote, None
             average = float(ops.synchronize(vote)[0])
             self._voted_period = max(1, min(self.LONGEST_AUTO_PERIOD, math.ceil(average - 1e-9)))
-            if self._step_seconds:
-                self._latency_steps = (now - self._started_at) / self._step_seconds
+            # Whole steps where it was seen back; else the steps until now plus what this merge
+            # waited, in steps.
+            waited = now - waiting_since
+            self._latency_steps = float(self._back_after) if self._back_after is not None else \
+                (self._updates - self._started_update) + (waited / self._step_seconds if self._step_seconds else 1.0)

@@ -89,10 +89,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's average, so that they may be read or changed (clipping) before
         step(); step() then does not send them again. With cross-iteration overlap it also waits for
-        the updates in flight, so that parameters may be read. In osp mode it averages the models
-        and waits: every worker then holds the global model (for a checkpoint or an evaluation)."""
+        the updates in flight, so that parameters may be read. In osp mode gradients are local and
+        there is nothing to wait for (average_models() gives every worker the global model)."""
         if self._model_sync is not None:
-            self._model_sync.synchronize()
             return
         if self._updater is not None:
             self._updater.wait()
@@ -104,6 +103,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return
         self._sync.synchronize()
         self._synchronized = True
+
+    def average_models(self):
+        """In osp mode, averages every worker's model now and waits: every worker then holds the global
+        model (for a checkpoint or an evaluation). A collective: every worker calls it after the same
+        number of steps. Otherwise the models are equal already and it does nothing."""
+        if self._model_sync is not None:
+            self._model_sync.average_models()
 
     def _base_step(self, closure=None):
         # The wrapped optimizer's step without torch's step-hook wrapper: our own

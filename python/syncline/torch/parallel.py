@@ -6,8 +6,8 @@ the scheduling proxy as backward produces it, and waits for the averaged
 gradients when backward ends, so optimizer.step() sees them as with DDP. In osp
 mode (SYNCLINE_SYNC_MODE=osp) no gradient is sent: each training forward counts
 the step before it, and every SYNCLINE_OSP_PERIOD of them the model's change
-is averaged while training goes on (syncline.torch.model_sync); synchronize()
-makes every worker hold the global model.
+is averaged while training goes on (syncline.torch.model_sync), and buffers
+stay local; average_models() makes every worker hold the global model.
 """
 import contextlib
 
@@ -73,15 +73,25 @@ class DistributedDataParallel(torch.nn.Module):
                 self._forwards += 1
             else:
                 self._sync.finish_interrupted()  # a backward that raised partway left its step open
-            if self.broadcast_buffers:
-                buffers = [(f"{self._name}.buffer.{n}", b) for n, b in self.module.named_buffers()]
-                if buffers:
-                    broadcast_parameters(buffers, self._root)
+                if self.broadcast_buffers:  # not in osp: no step waits there (average_models copies them)
+                    self._broadcast_buffers()
             self._worker.begin_step()
         return self.module(*args, **kwargs)
 
+    def _broadcast_buffers(self):
+        buffers = [(f"{self._name}.buffer.{n}", b) for n, b in self.module.named_buffers()]
+        if buffers:
+            broadcast_parameters(buffers, self._root)
+
     def synchronize(self):
-        """In osp mode, averages the models and waits: every worker then holds the global model (for a
-        checkpoint or an evaluation). Otherwise gradients are already averaged when backward ends."""
+        """Nothing to wait for: gradients are averaged when backward ends (in osp mode, not at all)."""
+
+    def average_models(self):
+        """In osp mode, averages every worker's model now and waits, and copies the root's buffers:
+        every worker then holds the global model (for a checkpoint or an evaluation). A collective:
+        every worker calls it after the same number of training forwards. Otherwise the models are
+        equal already and it does nothing."""
         if self._model_sync is not None:
-            self._model_sync.synchronize()
+            self._model_sync.average_models()
+            if self.broadcast_buffers:
+                self._broadcast_buffers()

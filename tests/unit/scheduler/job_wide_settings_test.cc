@@ -22,11 +22,14 @@ TEST(JobWideSettingsTest, DifferenceNamesTheFirstSettingThatDiffers) {
   period.osp_period = 2;
   EXPECT_EQ(JobWideDifference(JobWideSettingsOf(osp), JobWideSettingsOf(period)),
             "SYNCLINE_OSP_PERIOD=2 where the job has 0");
+  Settings bsp_with_a_period = job;  // the period means nothing outside osp: not compared
+  bsp_with_a_period.osp_period = 4;
+  EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(bsp_with_a_period)), "");
   Settings deterministic = job;
   deterministic.deterministic = true;
   EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(deterministic)),
             "SYNCLINE_DETERMINISTIC=1 where the job has 0");
-  EXPECT_THAT(JobWideDifference(JobWideSettingsOf(job), proto::JobWideSettings{}), HasSubstr("(not sent)"));
+  EXPECT_THAT(JobWideDifference(JobWideSettingsOf(job), proto::JobWideSettings{}), HasSubstr("(not sent: an older Syncline)"));
 }
 
 TEST_F(SchedulerTest, AWorkerWithAnotherSyncModeEndsTheJobNamingTheSetting) {
@@ -57,6 +60,17 @@ TEST_F(SchedulerTest, AServerWithAnotherOspPeriodEndsTheJob) {
   Status st = ExpectAbortHeardByAll({&j0, &j1});
   EXPECT_THAT(st.message(), HasSubstr("server (node"));
   EXPECT_THAT(st.message(), HasSubstr("SYNCLINE_OSP_PERIOD=4 where the job has 0"));
+}
+
+TEST_F(SchedulerTest, ASchedulerStartedWithoutTheSettingIsTheOneNamed) {
+  Settings s = JobSettings(2, 1);
+  StartScheduler(s);  // bsp, where every node runs osp
+  Settings osp = s;
+  osp.sync_mode = "osp";
+  auto j0 = JoinAsync(AddNode("w0", Role::kWorker, osp)), j1 = JoinAsync(AddNode("w1", Role::kWorker, osp)),
+       j2 = JoinAsync(AddNode("s0", Role::kServer, osp));
+  Status st = ExpectAbortHeardByAll({&j0, &j1, &j2});
+  EXPECT_THAT(st.message(), HasSubstr("the scheduler has SYNCLINE_SYNC_MODE=bsp where the job has osp"));
 }
 
 TEST_F(SchedulerTest, NodesWithTheJobsOspSettingsJoin) {
