@@ -125,8 +125,9 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SHM_BYTES", {}, Integer(&Settings::shm_bytes, 1 << 20, 1ll << 40)},
       {"SYNCLINE_PARTITION_BYTES", {{"BYTEPS_PARTITION_BYTES", 1}},
        Integer(&Settings::partition_bytes, 64, 1ll << 34)},
-      {"SYNCLINE_SYNC_MODE", {}, Text(&Settings::sync_mode, {"bsp", "osp", "async"})},
+      {"SYNCLINE_SYNC_MODE", {}, Text(&Settings::sync_mode, {"bsp", "osp", "ssp", "async"})},
       {"SYNCLINE_OSP_PERIOD", {}, Integer(&Settings::osp_period, 0, 1 << 20)},
+      {"SYNCLINE_SSP_STALENESS", {}, Integer(&Settings::ssp_staleness, 0, kMaxSspStaleness)},
       {"SYNCLINE_ASYNC", {{"BYTEPS_ENABLE_ASYNC", 1}}, Boolean(&Settings::async)},
       {"SYNCLINE_DETERMINISTIC", {}, Boolean(&Settings::deterministic)},
       {"SYNCLINE_HEARTBEAT_INTERVAL_MS", {{"PS_HEARTBEAT_INTERVAL", 1000}},
@@ -244,6 +245,9 @@ Status Settings::Validate() const {
   if (encrypt && transport == "ucx")
     return InvalidArgument("SYNCLINE_ENCRYPT=1 works on the tcp and ipc transports; UCX traffic is not encrypted "
                            "(use SYNCLINE_TRANSPORT=tcp, or turn encryption off on a sealed RDMA network)");
+  if (deterministic && sync_mode == "ssp")
+    return InvalidArgument("SYNCLINE_DETERMINISTIC sums each round in worker-rank order, but in ssp mode servers keep "
+                           "a running total of pushes in the order they arrive: choose one");
   return Status::Ok();
 }
 

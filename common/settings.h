@@ -100,8 +100,11 @@ struct Settings {
   // before the step's update), "osp" (framework shims: every step updates
   // with the local gradient; every SYNCLINE_OSP_PERIOD steps the model's
   // change is summed while the next period computes, then merged: at most
-  // one period stale; raw push_pulls are refused) or "async" (as
-  // SYNCLINE_ASYNC). Default bsp.
+  // one period stale; raw push_pulls are refused), "ssp" (bounded
+  // staleness: a push adds to the server's running value of the key and a
+  // pull of round r returns it once every worker has pushed round
+  // r - SYNCLINE_SSP_STALENESS; the shims push model changes and pull the
+  // model) or "async" (as SYNCLINE_ASYNC). Default bsp.
   std::string sync_mode = "bsp";
   // SYNCLINE_OSP_PERIOD. In osp mode, local steps between the starts of two
   // synchronizations. Larger: less traffic, staler models. 0 (default): the
@@ -109,6 +112,11 @@ struct Settings {
   // synchronization comes back (so that no step waits for the network), the
   // same on every worker.
   int osp_period = 0;
+  // SYNCLINE_SSP_STALENESS. In ssp mode, k: how many rounds a worker may run
+  // ahead of the slowest (a pull of round r waits for every worker's push of
+  // round r - k). 0 reads every round complete; larger rides out longer
+  // stragglers with staler models. Default 2.
+  int ssp_staleness = 2;
   // SYNCLINE_ASYNC | BYTEPS_ENABLE_ASYNC. Servers apply each push at once and
   // pulls return the latest value, instead of per-round synchronous sums.
   // Set, it is SYNCLINE_SYNC_MODE=async; SYNCLINE_SYNC_MODE=async sets it.
@@ -175,7 +183,8 @@ struct Settings {
   // proxy's online tuner searches the partition size and the credit from
   // measured step times (at most 28 steps), then keeps the best; every
   // worker switches at the same step. Off: the settings above hold. Ignored
-  // with SYNCLINE_SCHEDULING=fifo or an unlimited credit.
+  // with SYNCLINE_SCHEDULING=fifo, an unlimited credit, or in async and ssp
+  // modes (servers keep running values there, which a repartition would lose).
   bool autotune = true;
   // SYNCLINE_CROSS_ITERATION. Framework shims' cross-iteration overlap
   // (ByteScheduler): each parameter's update runs as soon as its own sum is
@@ -232,5 +241,9 @@ constexpr uint64_t kDefaultCreditPartitions = 8;
 
 // The largest partition the online tuner tries (proxy/tuner.h).
 constexpr uint64_t kLargestTunedPartitionBytes = uint64_t{4} << 20;
+
+// The largest SYNCLINE_SSP_STALENESS: well within the rounds a server keeps
+// open per key (server/key_store.h).
+constexpr int kMaxSspStaleness = 64;
 
 }  // namespace syncline

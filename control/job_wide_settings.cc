@@ -7,6 +7,7 @@ proto::JobWideSettings JobWideSettingsOf(const Settings& settings) {
   const std::string mode = settings.async ? "async" : settings.sync_mode;
   s.set_sync_mode(mode);
   s.set_osp_period(mode == "osp" ? settings.osp_period : 0);  // means nothing in the other modes
+  s.set_ssp_staleness(mode == "ssp" ? settings.ssp_staleness : 0);  // nor this
   s.set_deterministic(settings.deterministic);
   return s;
 }
@@ -20,6 +21,8 @@ std::string JobWideDifference(const proto::JobWideSettings& job, const proto::Jo
     return differs("SYNCLINE_SYNC_MODE", node.sync_mode().empty() ? "(not sent: an older Syncline)" : node.sync_mode(), job.sync_mode());
   if (node.osp_period() != job.osp_period())
     return differs("SYNCLINE_OSP_PERIOD", std::to_string(node.osp_period()), std::to_string(job.osp_period()));
+  if (node.ssp_staleness() != job.ssp_staleness())
+    return differs("SYNCLINE_SSP_STALENESS", std::to_string(node.ssp_staleness()), std::to_string(job.ssp_staleness()));
   if (node.deterministic() != job.deterministic())
     return differs("SYNCLINE_DETERMINISTIC", flag(node.deterministic()), flag(job.deterministic()));
   return "";

@@ -38,8 +38,10 @@ SYNCLINE_EXPORT int syncline_local_rank(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_local_size(const syncline_worker* w);
 /* 1 if the framework glue should overlap iterations (SYNCLINE_CROSS_ITERATION), else 0. */
 SYNCLINE_EXPORT int syncline_cross_iteration(const syncline_worker* w);
-/* The job's synchronization mode (SYNCLINE_SYNC_MODE): "bsp", "osp" or
- * "async"; null without a worker. Framework glue runs osp itself. */
+/* The job's synchronization mode (SYNCLINE_SYNC_MODE): "bsp", "osp", "ssp"
+ * or "async"; null without a worker. Framework glue runs osp itself; in ssp
+ * and async a push_pull returns the servers' running total (ssp: at most
+ * SYNCLINE_SSP_STALENESS rounds behind the slowest worker). */
 SYNCLINE_EXPORT const char* syncline_sync_mode(const syncline_worker* w);
 /* In osp mode, the local steps between two synchronizations (SYNCLINE_OSP_PERIOD);
  * 0: the glue chooses it from measurement. */

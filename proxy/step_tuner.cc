@@ -32,7 +32,10 @@ StepTuner::StepTuner(Worker* worker, TunerOptions options)
 }
 
 bool StepTuner::Enabled(const Settings& s) {
-  return s.autotune && s.scheduling != "fifo" && s.SchedulingCreditBytes() != 0;
+  // Not where servers keep running values (async, ssp): a repartition would
+  // start new keys from zero, and workers agree on decisions by round sums.
+  const bool round_sums = !s.async && s.sync_mode != "ssp";
+  return round_sums && s.autotune && s.scheduling != "fifo" && s.SchedulingCreditBytes() != 0;
 }
 
 Status StepTuner::Prepare() {

@@ -96,6 +96,7 @@ void KeyStore::CheckOrphanedRounds(uint64_t key) {
     if (it == keys_.end()) return;
     state = it->second.get();
   }
+  ReportIfStaleReadOrphaned(*state);
   for (const auto& [number, round] : state->rounds) ReportIfOrphaned(*state, number, round);
 }
 
@@ -114,12 +115,17 @@ bool KeyStore::StillOrphaned(uint64_t key, uint64_t round, int rank, const Absen
     if (it == keys_.end()) return false;
     state = it->second.get();
   }
+  if (options_.ssp_staleness && state->clock &&
+      state->clock->RoundsPushed(rank) < RoundClock::RoundsNeededToRead(round, *options_.ssp_staleness) &&
+      std::any_of(state->stale_reads.begin(), state->stale_reads.end(),
+                  [round](const auto& read) { return read.first == round; }))
+    return true;
   auto it = state->rounds.find(round);
   return it != state->rounds.end() && !it->second.complete && it->second.pushes > 0 && !it->second.pushed[rank];
 }
 
 void KeyStore::ReportIfOrphaned(const KeyState& key, uint64_t number, const Round& round) {
-  if (options_.async || !options_.on_orphaned_round || absent_count_ == 0) return;
+  if (!options_.on_orphaned_round || absent_count_ == 0) return;
   if (round.complete || round.pushes == 0) return;
   int missing = -1;
   Absence why;
@@ -197,7 +203,9 @@ void KeyStore::Push(const Message& push, int rank, std::vector<Reply>* out) {
   }
   KeyState* key = StateFor(push, out);
   if (key == nullptr) return;
-  if (options_.async) return PushAsync(*key, push, out);
+  const bool whole_round = push.header.flags() & proto::FLAG_WHOLE_ROUND;
+  if (options_.ssp_staleness && !whole_round) return PushStale(*key, push, rank, out);
+  if (options_.async && !whole_round) return PushAsync(*key, push, out);
   PushSync(*key, push, rank, out);
 }
 
@@ -268,15 +276,7 @@ void KeyStore::Complete(KeyState& key, Round& round) {
 }
 
 void KeyStore::Answer(KeyState& key, uint64_t number, Round& round, const Waiter& w, std::vector<Reply>* out) {
-  Message reply = MakeMessage(proto::PULL_REPLY, -1);
-  reply.header.set_key(key.id);
-  reply.header.set_round(number);
-  reply.header.set_dtype(DTypeToWire(key.dtype));
-  reply.header.set_request_id(w.request_id);
-  reply.header.set_priority(w.priority);
-  reply.header.set_byte_length(round.sum.size());
-  reply.payloads.push_back(round.sum);  // shared, not copied; back to the pool when sent
-  out->push_back(Reply{w.to, std::move(reply)});
+  out->push_back(SumReply(key, number, w, round.sum));  // shared, not copied; back to the pool when sent
   // A repeated pull of the same rank is answered again but counted once.
   if (round.pulled.empty()) round.pulled.assign(options_.num_workers, false);
   if (round.pulled[w.rank]) return;
@@ -287,6 +287,18 @@ void KeyStore::Answer(KeyState& key, uint64_t number, Round& round, const Waiter
   }
 }
 
+Reply KeyStore::SumReply(const KeyState& key, uint64_t number, const Waiter& w, const Buffer& value) const {
+  Message reply = MakeMessage(proto::PULL_REPLY, -1);
+  reply.header.set_key(key.id);
+  reply.header.set_round(number);
+  reply.header.set_dtype(DTypeToWire(key.dtype));
+  reply.header.set_request_id(w.request_id);
+  reply.header.set_priority(w.priority);
+  reply.header.set_byte_length(value.size());
+  reply.payloads.push_back(value);
+  return Reply{w.to, std::move(reply)};
+}
+
 Buffer KeyStore::ElementAligned(const Buffer& payload, DType dtype) {
   if (reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(dtype) == 0) return payload;
   Buffer copy = pool_->Get(payload.size());
@@ -294,20 +306,79 @@ Buffer KeyStore::ElementAligned(const Buffer& payload, DType dtype) {
   return copy;
 }
 
-void KeyStore::PushAsync(KeyState& key, const Message& push, std::vector<Reply>* out) {
-  const Buffer& payload = push.payloads.front();
+void KeyStore::AddToValue(KeyState& key, const Buffer& payload, bool average) {
   if (key.value.empty()) {
     key.value = pool_->Get(key.bytes);
     std::memset(key.value.mutable_data(), 0, key.bytes);
   }
-  engine_->SumInto(key.dtype, key.value.mutable_data(), ElementAligned(payload, key.dtype).data(),
-                   key.bytes / DTypeSize(key.dtype));
+  const size_t elements = key.bytes / DTypeSize(key.dtype);
+  Buffer addend = ElementAligned(payload, key.dtype);
+  if (average && options_.num_workers > 1) {
+    if (!addend.writable() || addend.data() == payload.data()) {
+      Buffer copy = pool_->Get(key.bytes);
+      std::memcpy(copy.mutable_data(), payload.data(), key.bytes);
+      addend = std::move(copy);
+    }
+    engine_->Scale(key.dtype, addend.mutable_data(), elements, 1.0 / options_.num_workers);
+  }
+  engine_->SumInto(key.dtype, key.value.mutable_data(), addend.data(), elements);
+}
+
+void KeyStore::PushAsync(KeyState& key, const Message& push, std::vector<Reply>* out) {
+  AddToValue(key, push.payloads.front(), /*average=*/false);
   if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH) {
     Message reply = ReplyTo(push, proto::PULL_REPLY);
     reply.header.set_byte_length(key.bytes);
     reply.payloads.push_back(Snapshot(key));  // later pushes change the value
     out->push_back(Reply{push.header.sender(), std::move(reply)});
+  }
+}
+
+void KeyStore::PushStale(KeyState& key, const Message& push, int rank, std::vector<Reply>* out) {
+  if (!key.clock) key.clock = std::make_unique<RoundClock>(options_.num_workers);
+  const uint64_t number = push.header.round();
+  std::string why = RefuseRound(number, key.clock->RoundsPushedByAll(), /*open=*/true);
+  if (why.empty()) why = key.clock->RecordPush(rank, number);
+  if (!why.empty()) {
+    out->push_back(ErrorReply(push, why));
+    return;
+  }
+  AddToValue(key, push.payloads.front(), push.header.flags() & proto::FLAG_AVERAGE);
+  if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
+  if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
+    key.stale_reads.emplace_back(number, Waiter{push.header.sender(), push.header.request_id(), rank, push.header.priority()});
+  AnswerStaleReads(key, out);
+  ReportIfStaleReadOrphaned(key);
+}
+
+void KeyStore::AnswerStaleReads(KeyState& key, std::vector<Reply>* out) {
+  if (key.stale_reads.empty()) return;
+  const uint64_t pushed_by_all = key.clock ? key.clock->RoundsPushedByAll() : 0;
+  Buffer snapshot;  // one copy for every pull answered now
+  std::erase_if(key.stale_reads, [&](const std::pair<uint64_t, Waiter>& read) {
+    if (RoundClock::RoundsNeededToRead(read.first, *options_.ssp_staleness) > pushed_by_all) return false;
+    if (snapshot.empty()) snapshot = Snapshot(key);
+    out->push_back(SumReply(key, read.first, read.second, snapshot));
+    return true;
+  });
+}
+
+void KeyStore::ReportIfStaleReadOrphaned(const KeyState& key) {
+  if (!options_.on_orphaned_round || absent_count_ == 0 || key.stale_reads.empty()) return;
+  for (const auto& [number, pull] : key.stale_reads) {
+    const uint64_t needed = RoundClock::RoundsNeededToRead(number, *options_.ssp_staleness);
+    int missing = -1;
+    Absence why;
+    {
+      MutexLock lock(absent_mu_);
+      for (int r = 0; r < static_cast<int>(absent_.size()) && missing < 0; ++r)
+        if (absent_[r] && key.clock->RoundsPushed(r) < needed) {
+          missing = r;
+          why = *absent_[r];
+        }
+    }
+    if (missing >= 0) return options_.on_orphaned_round(key.id, number, missing, why);
   }
 }
 
@@ -328,7 +399,16 @@ void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
   KeyState* key = StateFor(pull, out);
   if (key == nullptr) return;
   const Waiter w{pull.header.sender(), pull.header.request_id(), rank, pull.header.priority()};
-  if (options_.async) {
+  const bool whole_round = pull.header.flags() & proto::FLAG_WHOLE_ROUND;
+  if (options_.ssp_staleness && !whole_round) {
+    if (!key->clock) key->clock = std::make_unique<RoundClock>(options_.num_workers);
+    if (std::string why = RefuseRound(pull.header.round(), key->clock->RoundsPushedByAll(), /*open=*/true); !why.empty())
+      return out->push_back(ErrorReply(pull, why));
+    key->stale_reads.emplace_back(pull.header.round(), w);
+    AnswerStaleReads(*key, out);
+    return ReportIfStaleReadOrphaned(*key);
+  }
+  if (options_.async && !whole_round) {
     Message reply = ReplyTo(pull, proto::PULL_REPLY);
     Buffer value = Snapshot(*key);
     reply.header.set_byte_length(value.size());

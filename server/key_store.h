@@ -6,7 +6,11 @@
 // pulled it. A one-worker round pushed with its pull (FLAG_PULL_AFTER_PUSH)
 // answers with the pushed payload itself, whatever memory it is in (it is
 // never written). Async mode: every push is added to the key's value at once and
-// a pull returns the latest value.
+// a pull returns the latest value. Ssp mode (bounded staleness k): as async,
+// but a pull of round r is answered once every worker has pushed round r - k
+// (server/round_clock.h); a push flagged average adds its value divided by
+// the number of workers. In both, a request flagged FLAG_WHOLE_ROUND (a
+// broadcast) takes a round summed as in sync mode.
 //
 // Thread-safety: calls for one key must not run concurrently (the server
 // runs each key on one SerialLanes lane); calls for different keys may.
@@ -23,6 +27,7 @@
 #include "common/buffer.h"
 #include "common/dtype.h"
 #include "common/mutex.h"
+#include "server/round_clock.h"
 #include "summation/engine.h"
 #include "transport/transport.h"
 
@@ -49,6 +54,9 @@ struct KeyStoreOptions {
   // then make a server hold only the keys of declared tensors, at their
   // declared sizes. Servers set it; tests of the store alone may not.
   bool require_placement = false;
+  // Set: ssp mode with this staleness (rounds a worker may read ahead of the
+  // slowest); `async` is then ignored.
+  std::optional<int> ssp_staleness;
 };
 
 // A reply the server must send: `to` is the worker's node id.
@@ -85,7 +93,8 @@ class KeyStore {
   // key's lane, like Push and Pull).
   void CheckOrphanedRounds(uint64_t key);
   // Whether round `round` of `key` is open and still lacks the push of
-  // `rank`, which is still absent as `why` says (on the key's lane).
+  // `rank`, which is still absent as `why` says (in ssp mode: a pull of
+  // `round` still waits for a push of `rank`) (on the key's lane).
   bool StillOrphaned(uint64_t key, uint64_t round, int rank, const Absence& why) const;
 
  private:
@@ -114,16 +123,30 @@ class KeyStore {
     uint64_t rounds_served_below = 0;
     size_t bytes = 0;
     std::unordered_map<uint64_t, Round> rounds;  // sync mode: rounds in progress
-    Buffer value;                                // async mode: the running sum
+    Buffer value;                                // async and ssp modes: the running sum
+    std::unique_ptr<RoundClock> clock;           // ssp mode: the rounds each worker pushed
+    std::vector<std::pair<uint64_t, Waiter>> stale_reads;  // ssp mode: (round, pull) waiting for the clock
   };
 
   // Finds or creates the key's state; an error reply if the message does not match it.
   KeyState* StateFor(const Message& m, std::vector<Reply>* out);
   void PushSync(KeyState& key, const Message& push, int rank, std::vector<Reply>* out);
   void PushAsync(KeyState& key, const Message& push, std::vector<Reply>* out);
+  void PushStale(KeyState& key, const Message& push, int rank, std::vector<Reply>* out);
+  // Async and ssp modes: adds `payload` to the key's value (divided by the
+  // number of workers when `average`).
+  void AddToValue(KeyState& key, const Buffer& payload, bool average);
+  // Ssp mode: answers, with one snapshot of the value, every waiting pull the
+  // clock now allows.
+  void AnswerStaleReads(KeyState& key, std::vector<Reply>* out);
+  // Ssp mode: calls on_orphaned_round for a waiting pull that needs a push of
+  // an absent worker.
+  void ReportIfStaleReadOrphaned(const KeyState& key);
   void Complete(KeyState& key, Round& round);
   // Answers one pull of a complete round; drops the round once all workers have theirs.
   void Answer(KeyState& key, uint64_t round_number, Round& round, const Waiter& w, std::vector<Reply>* out);
+  // The PULL_REPLY carrying `value` (shared, not copied) to pull `w` of round `number`.
+  Reply SumReply(const KeyState& key, uint64_t number, const Waiter& w, const Buffer& value) const;
   Message ReplyTo(const Message& request, proto::Op op) const;
   // Calls on_orphaned_round for an absent worker this incomplete round lacks.
   void ReportIfOrphaned(const KeyState& key, uint64_t number, const Round& round);

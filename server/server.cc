@@ -44,7 +44,8 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
                              [this](uint64_t key, uint64_t round, int rank, Absence why) {
                                OnOrphanedRound(key, round, rank, why);
                              },
-                             [this] { instruments_.rounds.Add(); }, /*require_placement=*/true},
+                             [this] { instruments_.rounds.Add(); }, /*require_placement=*/true,
+                             settings_.sync_mode == "ssp" ? std::optional<int>(settings_.ssp_staleness) : std::nullopt},
              &engine_, &pool_),
       replies_(settings_.ServerReplyWindowBytes()),
       lanes_(settings_.server_threads, kMaxPendingPerLane) {
@@ -98,8 +99,10 @@ Status Server::Run() {
     }
     for (auto& m : early) Serve(m);
   }
-  SYNCLINE_LOG_INFO("server {} serving {} workers ({} mode{})", client_.my_rank(), settings_.num_workers,
-                    settings_.async ? "async" : "sync", settings_.deterministic ? ", deterministic" : "");
+  SYNCLINE_LOG_INFO("server {} serving {} workers ({} mode{}{})", client_.my_rank(), settings_.num_workers,
+                    settings_.sync_mode == "ssp" ? "ssp" : settings_.async ? "async" : "sync",
+                    settings_.sync_mode == "ssp" ? ", staleness " + std::to_string(settings_.ssp_staleness) : "",
+                    settings_.deterministic ? ", deterministic" : "");
 
   Status st = client_.WaitForShutdown(Deadline::After(kJobLifetime));
   if (!st.ok()) return st;

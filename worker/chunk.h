@@ -41,6 +41,7 @@ struct ChunkTask {
   uint64_t sequence = 0;
   std::shared_ptr<Operation> op;  // the push_pull this chunk belongs to
   int64_t posted_us = 0;          // when it became ready (Timeline clock; set while tracing)
+  bool whole_round = false;       // PushPullOptions::whole_round
 };
 
 class ChunkScheduler {

@@ -42,7 +42,7 @@ void KvClient::Send(ChunkTask&& chunk) {
   m.header.set_request_id(request);
   m.header.set_priority(chunk.priority);
   m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH | proto::FLAG_ACK_PUSH |
-                     (chunk.average ? proto::FLAG_AVERAGE : 0));
+                     (chunk.average ? proto::FLAG_AVERAGE : 0) | (chunk.whole_round ? proto::FLAG_WHOLE_ROUND : 0));
   std::optional<Buffer> view = chunk.op->SendView(chunk.index);
   // Registered first, so an abort's FailAll either sees this chunk or has
   // already marked the job unhealthy.

@@ -254,6 +254,7 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
       chunks.push_back(ChunkTask{id, i, c.key(), c.server_id(), c.offset_bytes(), c.length_bytes(), round,
                                  tensor.dtype, options.average, options.priority, next_sequence_++, op,
                                  timeline_ ? Timeline::NowUs() : 0});
+      chunks.back().whole_round = options.whole_round;
     }
     std::erase_if(ops_, [](const auto& w) { return w.expired(); });
     ops_.push_back(op);
@@ -269,11 +270,6 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
 Status Worker::Broadcast(TensorId id, void* data, int root) {
   if (root < 0 || root >= settings_.num_workers)
     return InvalidArgument("broadcast root " + std::to_string(root) + " is not a worker rank");
-  // A broadcast is a round whose sum is the root's tensor; async servers keep
-  // a running total instead, which would hand back a mix of earlier pushes.
-  if (settings_.async)
-    return FailedPrecondition("broadcast needs synchronous rounds, but this job runs in async mode "
-                              "(SYNCLINE_ASYNC / BYTEPS_ENABLE_ASYNC): a push there returns the server's running total");
   SYNCLINE_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(id));
   // The sum of the root's tensor and everyone else's zeros is the root's tensor.
   const bool device = cuda_ && IsDevicePointer(data);
@@ -289,8 +285,10 @@ Status Worker::Broadcast(TensorId id, void* data, int root) {
   } else if (rank() != root && bytes > 0) {
     std::memset(data, 0, bytes);
   }
-  // The caller blocks on it: ahead of every queued chunk.
-  const PushPullOptions urgent{false, std::numeric_limits<int64_t>::max(), nullptr};
+  // The caller blocks on it: ahead of every queued chunk. Summed whole in
+  // async and ssp modes, whose servers otherwise add it to a running total.
+  PushPullOptions urgent{false, std::numeric_limits<int64_t>::max(), nullptr};
+  urgent.whole_round = true;
   SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host, urgent));
   SYNCLINE_RETURN_IF_ERROR(op->Wait(DefaultDeadline()));
   return device ? DeviceStaging::CopyToDevice(data, host, bytes) : Status::Ok();

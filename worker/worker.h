@@ -53,6 +53,9 @@ struct PushPullOptions {
   // of the tensor's size; the pushed memory is then only read). Spares a
   // caller with an immutable input (a TensorFlow tensor) a copy per call.
   void* output = nullptr;
+  // Async and ssp modes: the servers sum this round as in bsp (every worker's
+  // push) instead of adding it to their running value. For broadcasts.
+  bool whole_round = false;
 };
 
 class Worker {
@@ -95,7 +98,7 @@ class Worker {
   std::vector<TensorId> TensorIds() const;
   Result<uint64_t> TensorBytes(TensorId id);
   // Copies `data` of worker `root` into `data` of every worker (blocking).
-  // FailedPrecondition in async mode, leaving `data` untouched.
+  // In async and ssp modes too (its rounds are summed whole).
   Status Broadcast(TensorId id, void* data, int root);
   // Waits for this worker's operations in flight, then until every worker
   // reached this barrier.

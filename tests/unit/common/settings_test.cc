@@ -190,7 +190,7 @@ TEST(SettingsTest, ServerReplyWindowUnlessServerSchedulingIsOff) {
   EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SERVER_REPLY_WINDOW_BYTES", "0"}}).ok());
 }
 
-TEST(SettingsTest, SyncModeIsOneOfBspOspAsyncAndAsyncIsItsAlias) {
+TEST(SettingsTest, SyncModeIsOneOfBspOspSspAsyncAndAsyncIsItsAlias) {
   EXPECT_EQ(MustParse({}).sync_mode, "bsp");
   EXPECT_EQ(MustParse({}).osp_period, 0);  // chosen from measurement
   Settings osp = MustParse({{"SYNCLINE_SYNC_MODE", "osp"}, {"SYNCLINE_OSP_PERIOD", "4"}});
@@ -201,7 +201,15 @@ TEST(SettingsTest, SyncModeIsOneOfBspOspAsyncAndAsyncIsItsAlias) {
   EXPECT_EQ(MustParse({{"BYTEPS_ENABLE_ASYNC", "1"}}).sync_mode, "async");
   EXPECT_EQ(MustParse({{"SYNCLINE_ASYNC", "1"}, {"SYNCLINE_SYNC_MODE", "async"}}).sync_mode, "async");
   ExpectError({{"SYNCLINE_ASYNC", "1"}, {"SYNCLINE_SYNC_MODE", "osp"}}, {"SYNCLINE_ASYNC", "osp", "set one of them"});
-  ExpectError({{"SYNCLINE_SYNC_MODE", "ssp"}}, {"SYNCLINE_SYNC_MODE", "'ssp' is not one of async, bsp, osp"});
+  ExpectError({{"SYNCLINE_SYNC_MODE", "stale"}}, {"SYNCLINE_SYNC_MODE", "'stale' is not one of async, bsp, osp, ssp"});
+  Settings ssp = MustParse({{"SYNCLINE_SYNC_MODE", "ssp"}});
+  EXPECT_EQ(ssp.ssp_staleness, 2);
+  EXPECT_FALSE(ssp.async);
+  EXPECT_EQ(MustParse({{"SYNCLINE_SYNC_MODE", "ssp"}, {"SYNCLINE_SSP_STALENESS", "0"}}).ssp_staleness, 0);
+  ExpectError({{"SYNCLINE_SSP_STALENESS", "65"}}, {"SYNCLINE_SSP_STALENESS", "65"});
+  ExpectError({{"SYNCLINE_ASYNC", "1"}, {"SYNCLINE_SYNC_MODE", "ssp"}}, {"SYNCLINE_ASYNC", "ssp", "set one of them"});
+  ExpectError({{"SYNCLINE_SYNC_MODE", "ssp"}, {"SYNCLINE_DETERMINISTIC", "1"}},
+              {"SYNCLINE_DETERMINISTIC", "ssp mode", "choose one"});
   ExpectError({{"SYNCLINE_OSP_PERIOD", "-1"}}, {"SYNCLINE_OSP_PERIOD"});
 }
 

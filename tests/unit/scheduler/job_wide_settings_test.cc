@@ -1,5 +1,5 @@
-// Job-wide settings: a node whose synchronization mode, OSP period or
-// deterministic summation differs from the job's ends the job at
+// Job-wide settings: a node whose synchronization mode, OSP period, SSP
+// staleness or deterministic summation differs from the job's ends the job at
 // registration, named with the setting and both values; equal settings join.
 #include "control/job_wide_settings.h"
 
@@ -25,6 +25,15 @@ TEST(JobWideSettingsTest, DifferenceNamesTheFirstSettingThatDiffers) {
   Settings bsp_with_a_period = job;  // the period means nothing outside osp: not compared
   bsp_with_a_period.osp_period = 4;
   EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(bsp_with_a_period)), "");
+  Settings ssp = job;
+  ssp.sync_mode = "ssp";
+  Settings staler = ssp;
+  staler.ssp_staleness = 5;
+  EXPECT_EQ(JobWideDifference(JobWideSettingsOf(ssp), JobWideSettingsOf(staler)),
+            "SYNCLINE_SSP_STALENESS=5 where the job has 2");
+  Settings bsp_with_a_staleness = job;  // nor the staleness outside ssp
+  bsp_with_a_staleness.ssp_staleness = 5;
+  EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(bsp_with_a_staleness)), "");
   Settings deterministic = job;
   deterministic.deterministic = true;
   EXPECT_EQ(JobWideDifference(JobWideSettingsOf(job), JobWideSettingsOf(deterministic)),

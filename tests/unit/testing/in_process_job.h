@@ -30,6 +30,8 @@ class InProcessJob {
     int servers = 2;
     std::string transport = "loopback";  // or "tcp", "ipc"
     bool async = false;
+    std::string sync_mode = "bsp";  // or "ssp" (async: the flag above)
+    int ssp_staleness = 2;
     bool deterministic = false;
     uint64_t partition_bytes = 4096;
     int heartbeat_interval_ms = 50;
@@ -58,6 +60,8 @@ class InProcessJob {
     s.num_workers = options_.workers;
     s.num_servers = options_.servers;
     s.async = options_.async;
+    s.sync_mode = options_.async ? "async" : options_.sync_mode;
+    s.ssp_staleness = options_.ssp_staleness;
     s.deterministic = options_.deterministic;
     s.partition_bytes = options_.partition_bytes;
     s.heartbeat_interval_ms = options_.heartbeat_interval_ms;

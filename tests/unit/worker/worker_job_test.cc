@@ -266,22 +266,68 @@ TEST(WorkerJob, AsyncModeAppliesEveryPush) {
   EXPECT_TRUE(job.Finish().ok());
 }
 
-TEST(WorkerJob, BroadcastInAsyncModeIsAClearErrorThatLeavesTheTensor) {
+// Async and ssp servers keep a running value per key; a broadcast's rounds
+// are summed whole instead, so every broadcast (not only a tensor's first)
+// hands out the root's tensor, while push_pulls of another tensor go on.
+TEST(WorkerJob, BroadcastsInAsyncAndSspModesHandOutTheRootsTensorEveryTime) {
+  for (const std::string mode : {"async", "ssp"}) {
+    SCOPED_TRACE(mode);
+    InProcessJob::Options o;
+    o.async = mode == "async";
+    o.sync_mode = mode == "ssp" ? "ssp" : "bsp";
+    o.workers = 2;
+    o.servers = 1;
+    InProcessJob job(o);
+    ASSERT_TRUE(job.Start().ok());
+    ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+      Worker& w = job.worker(rank);
+      SYNCLINE_ASSIGN_OR_RETURN(TensorId params, w.Declare("params", DType::kFloat32, 3000));
+      SYNCLINE_ASSIGN_OR_RETURN(TensorId changes, w.Declare("changes", DType::kFloat32, 10));
+      for (int time = 0; time < 3; ++time) {
+        std::vector<float> value(3000, rank * 10.0f + time);
+        SYNCLINE_RETURN_IF_ERROR(w.Broadcast(params, value.data(), /*root=*/time % 2));
+        const float expected = (time % 2) * 10.0f + time;
+        for (float v : value)
+          if (v != expected)
+            return Internal("broadcast " + std::to_string(time) + " gave " + std::to_string(v) + ", expected " +
+                            std::to_string(expected));
+        std::vector<float> change(10, 1.0f);
+        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(changes, change.data(), false));
+        SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(20000)));
+      }
+      return Status::Ok();
+    }));
+    EXPECT_TRUE(job.Finish().ok());
+  }
+}
+
+// Through the whole stack (wire, rounds, flags): every worker adds 1 to its
+// own element each round, with no wait but the servers', and every value it
+// reads at round r holds at least r - k + 1 rounds of every other worker.
+TEST(WorkerJob, SspReadsAreNeverMoreThanKRoundsBehindAnyWorker) {
+  constexpr int kStaleness = 1;
+  constexpr int kRounds = 40;
   InProcessJob::Options o;
-  o.async = true;
-  o.workers = 2;
-  o.servers = 1;
+  o.sync_mode = "ssp";
+  o.ssp_staleness = kStaleness;
+  o.workers = 3;
+  o.servers = 2;
   InProcessJob job(o);
   ASSERT_TRUE(job.Start().ok());
   ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
     Worker& w = job.worker(rank);
-    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("params", DType::kFloat32, 10));
-    std::vector<float> params(10, rank + 3.0f);
-    Status st = w.Broadcast(id, params.data(), /*root=*/0);
-    if (st.code() != StatusCode::kFailedPrecondition || st.message().find("async mode") == std::string::npos)
-      return Internal("expected a FailedPrecondition naming async mode, got " + st.ToString());
-    for (float v : params)
-      if (v != rank + 3.0f) return Internal("the tensor was changed");
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("counts", DType::kFloat64, 3));
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<double> counts(3, 0.0);
+      counts[rank] = 1;
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, counts.data(), false));
+      SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(20000)));
+      for (int other = 0; other < 3; ++other)
+        if (counts[other] < round - kStaleness + 1 || counts[other] > kRounds)
+          return Internal("rank " + std::to_string(rank) + " read round " + std::to_string(round) + " with " +
+                          std::to_string(counts[other]) + " rounds of rank " + std::to_string(other));
+      if (counts[rank] < round + 1) return Internal("a worker's read lacks its own push");
+    }
     return Status::Ok();
   }));
   EXPECT_TRUE(job.Finish().ok());
