@@ -114,8 +114,8 @@ def main():
             print(f"epoch {epoch}/{args.epochs}: loss {total / batches:.4f} ({time.perf_counter() - start:.2f} s)",
                   flush=True)
     if bps is not None:
-        # With cross-iteration overlap the last updates may still be running; in osp mode
-        # (SYNCLINE_SYNC_MODE=osp) every worker takes the global model.
+        # With cross-iteration overlap the last updates may still be running; in osp and ssp
+        # modes (SYNCLINE_SYNC_MODE) every worker takes the global model.
         wrapper = optimizer if args.wrapper == "optimizer" else model
         wrapper.synchronize()
         wrapper.average_models()

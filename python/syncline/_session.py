@@ -77,17 +77,26 @@ class Session:
         self._outputs = {}  # (dtype, shape) -> output arrays for reuse (see output_array)
         self._next_handle = 0
         self._closers = []  # run at shutdown, before the worker leaves (e.g. updater threads)
-        self.osp = self.worker.sync_mode == "osp"
+        # osp and ssp: the wrappers sum model changes, and the shims' own sums are refused.
+        self.sync_mode = self.worker.sync_mode
+        self.sums_models = self.sync_mode in ("osp", "ssp")
 
-    def refuse_in_osp(self, what):
-        """Raises, in osp mode, for `what` (a shim's call that would sum gradients): there workers
-        sum model changes through the wrappers instead, and a gradient summed too would be applied
-        on top of them."""
-        if self.osp:
+    def refuse_raw_sums(self, what):
+        """Raises, in osp and ssp modes, for `what` (a shim's call that would sum gradients or values):
+        there workers sum their model changes through the wrappers, and a gradient summed too would be
+        applied on top of them (in ssp, a push_pull returns the servers' running total of every push
+        so far, not this step's sum)."""
+        if self.sync_mode == "osp":
             raise SynclineError(
                 f"{what} is refused in osp mode (SYNCLINE_SYNC_MODE=osp): there workers sum their model changes "
                 "every SYNCLINE_OSP_PERIOD steps through the DistributedOptimizer (or syncline.torch's "
                 "DistributedDataParallel), and a gradient summed here would be applied on top of them. Send "
+                "values to log with broadcast_object, or run with SYNCLINE_SYNC_MODE=bsp")
+        if self.sync_mode == "ssp":
+            raise SynclineError(
+                f"{what} is refused in ssp mode (SYNCLINE_SYNC_MODE=ssp): there the servers keep a running total "
+                "of every push, which the DistributedOptimizer (or syncline.torch's DistributedDataParallel) uses "
+                "to carry model changes, so a push_pull returns that total rather than this step's sum. Send "
                 "values to log with broadcast_object, or run with SYNCLINE_SYNC_MODE=bsp")
 
     def on_shutdown(self, close):

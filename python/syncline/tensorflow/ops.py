@@ -107,9 +107,10 @@ class Compression:
     fp16 = FP16Compressor
 
 
-def _refuse_osp():
-    raise SynclineError("syncline.tensorflow does not train in osp mode yet (SYNCLINE_SYNC_MODE=osp; syncline.torch "
-                        "does): its gradients would be summed every step as in bsp. Run with SYNCLINE_SYNC_MODE=bsp")
+def _refuse_model_sync(mode):
+    raise SynclineError(f"syncline.tensorflow does not train in {mode} mode yet (SYNCLINE_SYNC_MODE={mode}; "
+                        "syncline.torch does): it sums gradients, which that mode does not. Run with "
+                        "SYNCLINE_SYNC_MODE=bsp")
 
 
 def _check_dtype(tensor):
@@ -258,8 +259,8 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
     """Sums (averages) `tensor` across workers and returns the result. Differentiable: the gradient
     of the result is push_pulled too."""
     session = _session.current()
-    if session.osp:
-        _refuse_osp()
+    if session.sums_models:
+        _refuse_model_sync(session.sync_mode)
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     _check_dtype(tensor)
@@ -297,8 +298,8 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
     `names` and `priorities` go with `grads` by position. A None stays None; an IndexedSlices (an
     embedding's gradient) is sent whole."""
     session = _session.current()
-    if session.osp:
-        _refuse_osp()
+    if session.sums_models:
+        _refuse_model_sync(session.sync_mode)
     present = [i for i, g in enumerate(grads) if g is not None]
     sent, contexts = [], []
     for i in present:

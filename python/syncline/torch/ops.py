@@ -107,8 +107,8 @@ _handles = _Handles()
 
 def _post(tensor, output, average, name, priority, compression, model_change=False):
     session = _session.current()
-    if session.osp and not model_change:
-        session.refuse_in_osp("push_pull")
+    if session.sums_models and not model_change:
+        session.refuse_raw_sums("push_pull")
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"push_pull takes a torch.Tensor, not {type(tensor).__name__}")
     wire_dtype(tensor.dtype)  # the caller's dtype, before any compression
@@ -145,8 +145,8 @@ def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority
 
 
 def post_model_change(tensor, name, priority, compression):
-    """Starts averaging a model change across workers into a new tensor (osp mode's one push_pull,
-    syncline.torch.model_sync); returns a handle for synchronize()."""
+    """Starts averaging a model change across workers into a new tensor (the one push_pull of osp and
+    ssp modes: syncline.torch.model_sync, stale_sync); returns a handle for synchronize()."""
     return _post(tensor, torch.empty_like(tensor), True, name, priority, compression, model_change=True)
 
 

@@ -9,7 +9,9 @@ each parameter is updated as soon as its own sum is back
 (syncline.torch.cross_iteration). In osp mode (SYNCLINE_SYNC_MODE=osp) no gradient
 is sent: step() updates with the local gradient, and every SYNCLINE_OSP_PERIOD
 steps the model's change is averaged while training goes on
-(syncline.torch.model_sync). step() also reports the training step to
+(syncline.torch.model_sync). In ssp mode each step() updates with the local
+gradient, sends the change and takes the model back at most
+SYNCLINE_SSP_STALENESS steps stale (syncline.torch.stale_sync). step() also reports the training step to
 libsyncline, which drives the online tuner of partition size and credit and
 the trace's step range.
 """
@@ -24,6 +26,7 @@ from syncline.torch.compression import Compression
 from syncline.torch.cross_iteration import CrossIterationUpdater
 from syncline.torch.gradient_sync import GradientSync
 from syncline.torch.model_sync import ModelSync
+from syncline.torch.stale_sync import StaleSync
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -44,15 +47,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError(f"{len(unnamed)} parameter(s) of the optimizer are missing from named_parameters")
             named = [(n, p) for n, p in named if id(p) in owned]  # only what this optimizer updates
         worker = _session.current().worker
-        self._model_sync = None  # osp mode: model changes are averaged instead of gradients
+        self._model_sync = None  # osp and ssp modes: model changes are averaged instead of gradients
         self._sync = None
-        if worker.sync_mode == "osp":
+        if worker.sync_mode in ("osp", "ssp"):
+            mode = worker.sync_mode
             if cross_iteration or (cross_iteration is None and worker.cross_iteration):
-                raise ValueError("cross-iteration overlap (SYNCLINE_CROSS_ITERATION) overlaps gradient sums, and osp "
-                                 "mode (SYNCLINE_SYNC_MODE=osp) sums none: choose one")
+                raise ValueError(f"cross-iteration overlap (SYNCLINE_CROSS_ITERATION) overlaps gradient sums, and "
+                                 f"{mode} mode (SYNCLINE_SYNC_MODE={mode}) sums none: choose one")
             cross_iteration = False
             # Gradients accumulate over backward passes as in plain torch: step() is the update.
-            self._model_sync = ModelSync(named, worker.osp_period, compression, prefix="osp.")
+            self._model_sync = ModelSync(named, worker.osp_period, compression, prefix="osp.") if mode == "osp" \
+                else StaleSync(named, compression, prefix="ssp.")
         else:
             self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
         self._last_step_end_us = None
@@ -89,8 +94,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's average, so that they may be read or changed (clipping) before
         step(); step() then does not send them again. With cross-iteration overlap it also waits for
-        the updates in flight, so that parameters may be read. In osp mode gradients are local and
-        there is nothing to wait for (average_models() gives every worker the global model)."""
+        the updates in flight, so that parameters may be read. In osp and ssp modes gradients are local
+        and there is nothing to wait for (average_models() gives every worker the global model)."""
         if self._model_sync is not None:
             return
         if self._updater is not None:
@@ -105,8 +110,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = True
 
     def average_models(self):
-        """In osp mode, averages every worker's model now and waits: every worker then holds the global
-        model (for a checkpoint or an evaluation). A collective: every worker calls it after the same
+        """In osp and ssp modes, brings in every worker's changes now and waits: every worker then holds
+        the global model (for a checkpoint or an evaluation). A collective: every worker calls it after the same
         number of steps. Otherwise the models are equal already and it does nothing."""
         if self._model_sync is not None:
             self._model_sync.average_models()

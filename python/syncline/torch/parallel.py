@@ -7,7 +7,10 @@ gradients when backward ends, so optimizer.step() sees them as with DDP. In osp
 mode (SYNCLINE_SYNC_MODE=osp) no gradient is sent: each training forward counts
 the step before it, and every SYNCLINE_OSP_PERIOD of them the model's change
 is averaged while training goes on (syncline.torch.model_sync), and buffers
-stay local; average_models() makes every worker hold the global model.
+stay local; average_models() makes every worker hold the global model. In ssp
+mode each training forward sends the change of the update before it and
+takes the model back, at most SYNCLINE_SSP_STALENESS steps stale
+(syncline.torch.stale_sync).
 """
 import contextlib
 
@@ -18,6 +21,7 @@ from syncline.torch.broadcast import broadcast_parameters
 from syncline.torch.compression import Compression
 from syncline.torch.gradient_sync import GradientSync
 from syncline.torch.model_sync import ModelSync
+from syncline.torch.stale_sync import StaleSync
 
 
 class DistributedDataParallel(torch.nn.Module):
@@ -38,6 +42,9 @@ class DistributedDataParallel(torch.nn.Module):
         if self._worker.sync_mode == "osp":
             self._model_sync = ModelSync(module.named_parameters(), self._worker.osp_period, compression,
                                          prefix=f"{name}.osp.")
+            self._forwards = 0
+        elif self._worker.sync_mode == "ssp":
+            self._model_sync = StaleSync(module.named_parameters(), compression, prefix=f"{name}.ssp.")
             self._forwards = 0
         else:
             self._sync = GradientSync(module.named_parameters(), compression, 1, prefix=f"{name}.grad.",
@@ -65,11 +72,10 @@ class DistributedDataParallel(torch.nn.Module):
         if self.training and torch.is_grad_enabled():
             if self._model_sync is not None:
                 # A training forward follows the previous step's update: in osp mode the period
-                # counts training forwards.
+                # counts training forwards; in ssp each sends the update before it.
                 if self._forwards:
                     self._model_sync.after_update()
-                else:
-                    self._model_sync.before_update()
+                self._model_sync.before_update()
                 self._forwards += 1
             else:
                 self._sync.finish_interrupted()  # a backward that raised partway left its step open
@@ -87,7 +93,8 @@ class DistributedDataParallel(torch.nn.Module):
         """Nothing to wait for: gradients are averaged when backward ends (in osp mode, not at all)."""
 
     def average_models(self):
-        """In osp mode, averages every worker's model now and waits, and copies the root's buffers:
+        """In osp and ssp modes, brings in every worker's model changes now and waits, and copies the
+        root's buffers:
         every worker then holds the global model (for a checkpoint or an evaluation). A collective:
         every worker calls it after the same number of training forwards. Otherwise the models are
         equal already and it does nothing."""
