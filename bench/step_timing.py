@@ -21,7 +21,39 @@ def parse_args(models, baseline_mode):
                    help="synthetic: random labels (step time only); learnable: labels from a fixed teacher")
     p.add_argument("--lr", type=float, default=0.001)
     p.add_argument("--curve", action="store_true", help="report every step's loss and time since the first step")
+    p.add_argument("--compute-ms", type=float, default=0.0,
+                   help="each step also sleeps this long before its forward pass (an accelerator's compute, which "
+                        "leaves the CPU to the others: emulated hosts here share two cores)")
+    p.add_argument("--straggler", choices=["none", "one", "rotating"], default="none",
+                   help="timed steps whose compute takes twice as long: every step of worker 0 (one), or step i of "
+                        "worker i mod workers (rotating: each worker slow one step in `workers`)")
+    p.add_argument("--as-worker", default="0/1", metavar="RANK/WORKERS",
+                   help="--mode compute: the worker this process stands for, so that --straggler slows the steps "
+                        "it would slow in a job")
     return p.parse_args()
+
+
+class Straggler:
+    """Slows the steps --straggler names to twice their compute, by sleeping as long again before the
+    forward pass (the median forward + backward of the warmup steps plus --compute-ms). Call
+    before_step(i) at the start of step i and computed(seconds) with each step's forward + backward time."""
+
+    def __init__(self, a, rank, size):
+        if a.mode == "compute":  # alone, standing for one worker of the job
+            rank, size = (int(v) for v in a.as_worker.split("/"))
+        self.a, self.rank, self.size = a, rank, size
+        self._warmup_compute = []
+
+    def before_step(self, i):
+        slow = i >= self.a.warmup and (
+            (self.a.straggler == "one" and self.rank == 0) or
+            (self.a.straggler == "rotating" and i % self.size == self.rank))
+        extra = statistics.median(self._warmup_compute) if slow and self._warmup_compute else 0.0
+        time.sleep(self.a.compute_ms / 1000 * (2 if slow else 1) + extra)
+
+    def computed(self, i, seconds):
+        if i < self.a.warmup:
+            self._warmup_compute.append(seconds)
 
 
 def time_steps(a, rank, next_batch, step, curve=None):
@@ -52,8 +84,9 @@ def report(a, rank, size, params, times, curve=None, osp_period=None):
     # In osp mode a period's wait for the network falls on one step of the period: the median of
     # the steps would hide it, so the mean is reported (over whole periods where the timed steps
     # are a multiple of the period; a chosen period changes during the run).
-    osp = os.environ.get("SYNCLINE_SYNC_MODE") == "osp"
-    step_s = statistics.mean(times) if osp else statistics.median(times)
+    # A straggler's slow steps, and ssp's waits for one, fall on some steps too.
+    uneven = os.environ.get("SYNCLINE_SYNC_MODE") in ("osp", "ssp") or a.straggler != "none"
+    step_s = statistics.mean(times) if uneven else statistics.median(times)
     row = {"mode": a.mode, "model": a.model, "rank": rank, "workers": size, "params": params,
            "step_ms": 1000 * step_s, "samples_per_s": a.batch * size / step_s}
     if curve is not None:

@@ -36,6 +36,8 @@ def build_model(name):
 
 def main():
     a = step_timing.parse_args(MLPS, "mwms")
+    if a.compute_ms or a.straggler != "none":
+        raise SystemExit("--compute-ms and --straggler are measured with the torch workers only")
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(max(a.threads, 2))  # MWMS's collectives need a second
     rank, size, strategy = 0, 1, None

@@ -15,6 +15,11 @@ configuration once per repeat, repeats interleaved, medians reported.
 
 Run it with the Python of the shims' environment (.venv/bin/python, made by scripts/build).
 The cluster mode also prints the link-rate floor (gradient bytes / link rate, each way).
+With --straggler one worker's compute (or, rotating, a different worker's each step) takes twice as
+long, e.g. bounded staleness against bsp with a sleep standing for the accelerator's compute:
+
+  sudo bench/torch/run.py cluster --models mlp5m --configs compute,server --compute-ms 200 \
+      --straggler rotating --variant "ssp:SYNCLINE_SYNC_MODE=ssp"
 With --curve the MLPs train on a learnable task (labels from a fixed teacher) and the run reports
 each configuration's loss against training time and samples (bench/torch/curves.py), e.g. osp:
 
@@ -76,7 +81,8 @@ def log(*args):
 def step_args(a, model, mode):
     curve = ["--task", "learnable", "--curve", "--lr", str(a.lr)] if a.curve else []
     return [sys.executable, a.fw.step, "--model", model, "--mode", mode, "--batch", str(a.batch), "--steps",
-            str(a.steps), "--warmup", str(a.warmup), *curve]
+            str(a.steps), "--warmup", str(a.warmup), "--compute-ms", str(a.compute_ms), "--straggler", a.straggler,
+            *curve]
 
 
 def results(output, workers, what):
@@ -128,7 +134,8 @@ class Loopback:
     def run(self, config, model):
         a, n = self.a, self.a.workers
         if config == "compute-only":
-            out = self._run_all([step_args(a, model, "compute")] * n, [clean_env()] * n, config)
+            out = self._run_all([step_args(a, model, "compute") + ["--as-worker", f"{r}/{n}"] for r in range(n)],
+                                [clean_env()] * n, config)
         elif config == a.fw.baseline:
             port = free_port()  # TensorFlow's workers take the ones after it too
             envs = [clean_env(a.fw.baseline_env(r, n, ["127.0.0.1"] * n, port)) for r in range(n)]
@@ -216,7 +223,8 @@ class Cluster:
         a, n = self.a, self.a.workers
         hosts = [self.layout(config).worker_host(r) for r in range(n)]
         if config == "compute-only":
-            procs = [self.c.start(h, step_args(a, model, "compute"), clean_env(), name=f"compute-{r}")
+            procs = [self.c.start(h, step_args(a, model, "compute") + ["--as-worker", f"{r}/{n}"], clean_env(),
+                                  name=f"compute-{r}")
                      for r, h in enumerate(hosts)]
             return results(self._wait(procs, config), n, config)
         if config == a.fw.baseline:
@@ -315,6 +323,11 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=0.004, help="--curve: the SGD learning rate (momentum 0.9)")
     p.add_argument("--curve-svg", help="--curve: draw the curves here ({model} is replaced by the model's name)")
     p.add_argument("--json", help="also write the summary here (input of bench/torch/bars_svg.py)")
+    p.add_argument("--compute-ms", type=float, default=0.0,
+                   help="every step also sleeps this long (an accelerator's compute, leaving the shared CPUs free)")
+    p.add_argument("--straggler", choices=["none", "one", "rotating"], default="none",
+                   help="timed steps whose compute takes twice as long, in every configuration: all of worker 0's "
+                        "(one) or step i of worker i mod workers (rotating); step times are then means")
     p.add_argument("--configs", default="", help="only the configurations whose names contain one of these comma-separated words "
                    "(compute, ddp or mwms, server, colocated, syncline); ratios need the baseline")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for Syncline's processes")

@@ -2,7 +2,7 @@
 
   --mode compute   this process alone, no communication (the floor)
   --mode syncline  syncline.torch's DistributedOptimizer (launched by pslaunch; in osp
-                   mode with SYNCLINE_SYNC_MODE=osp)
+                   or ssp mode with SYNCLINE_SYNC_MODE)
   --mode ddp       torch.nn.parallel.DistributedDataParallel over gloo (RANK,
                    WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the environment)
 
@@ -11,6 +11,7 @@ samples per second of the whole job (global batch / step time).
 """
 import os
 import sys
+import time
 
 import torch
 
@@ -39,19 +40,25 @@ def main():
         rank, size = dist.get_rank(), dist.get_world_size()
         model = torch.nn.parallel.DistributedDataParallel(model)
     data = torch.Generator().manual_seed(rank)
+    straggler = step_timing.Straggler(a, rank, size)
+    steps = [0]
 
     def step(x, y):
+        straggler.before_step(steps[0])
         optimizer.zero_grad()
+        start = time.perf_counter()
         loss = loss_fn(model(x), y)
         loss.backward()
+        straggler.computed(steps[0], time.perf_counter() - start)
         optimizer.step()
+        steps[0] += 1
         return loss.item() if a.curve else 0.0
 
     curve = [] if a.curve else None
     times = step_timing.time_steps(a, rank, lambda: make_batch(a.batch, data), step, curve)
     model_sync = getattr(optimizer, "_model_sync", None)  # osp mode: the period in force at the end
     step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times, curve,
-                       osp_period=model_sync.period if model_sync is not None else None)
+                       osp_period=getattr(model_sync, "period", None))
     if a.mode == "syncline":
         bps.shutdown()
     elif a.mode == "ddp":
