@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "summation/cpu_clones.h"
 #include "summation/half.h"
 
 // Runtime CPU dispatch, two ways:
@@ -26,14 +27,6 @@
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
 #define SYNCLINE_X86_SIMD 1
 #include <immintrin.h>
-#endif
-#if defined(SYNCLINE_X86_SIMD) && !defined(SYNCLINE_NO_RUNTIME_DISPATCH) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define SYNCLINE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-#endif
-#ifndef SYNCLINE_CPU_CLONES
-#define SYNCLINE_CPU_CLONES
 #endif
 
 namespace syncline::kernels {

@@ -1,0 +1,206 @@
+#include "compression/kernels.h"
+
+#include <bit>
+#include <cmath>
+
+#include "summation/cpu_clones.h"
+#include "summation/half.h"
+
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define SYNCLINE_X86_SIMD 1
+#include <immintrin.h>
+#endif
+
+// Reductions (int8's block maximum, onebit's mean) run in kLanes partial
+// results combined in a fixed order: the compiler may vectorize them without
+// reassociating anything (-ffp-contract=off, no fast-math), so every CPU
+// clone gives the same bits.
+namespace syncline::compression::kernels {
+namespace {
+
+constexpr size_t kLanes = 16;
+
+SYNCLINE_CPU_CLONES
+void ToFp16Portable(const float* __restrict values, size_t n, uint16_t* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(values[i]);
+}
+
+SYNCLINE_CPU_CLONES
+void AddFp16Portable(const uint16_t* __restrict in, size_t n, float factor, float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] += factor * HalfToFloat(in[i]);
+}
+
+#ifdef SYNCLINE_X86_SIMD
+[[maybe_unused]] __attribute__((target("avx2,f16c")))
+void ToFp16F16c(const float* __restrict values, size_t n, uint16_t* __restrict out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(values + i), _MM_FROUND_TO_NEAREST_INT));
+  ToFp16Portable(values + i, n - i, out + i);
+}
+
+[[maybe_unused]] __attribute__((target("avx2,f16c")))
+void AddFp16F16c(const uint16_t* __restrict in, size_t n, float factor, float* __restrict out) {
+  const __m256 f = _mm256_set1_ps(factor);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 decoded = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i), _mm256_mul_ps(f, decoded)));
+  }
+  AddFp16Portable(in + i, n - i, factor, out + i);
+}
+
+bool HasF16c() {
+#ifdef SYNCLINE_NO_RUNTIME_DISPATCH
+#ifdef __F16C__
+  return true;
+#else
+  return false;
+#endif
+#else
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return has;
+#endif
+}
+#endif
+
+}  // namespace
+
+void ToFp16(const float* values, size_t n, uint16_t* out) {
+#ifdef SYNCLINE_X86_SIMD
+  if (HasF16c()) return ToFp16F16c(values, n, out);
+#endif
+  ToFp16Portable(values, n, out);
+}
+
+void AddFp16(const uint16_t* in, size_t n, float factor, float* out) {
+#ifdef SYNCLINE_X86_SIMD
+  if (HasF16c()) return AddFp16F16c(in, n, factor, out);
+#endif
+  AddFp16Portable(in, n, factor, out);
+}
+
+SYNCLINE_CPU_CLONES
+void ToBf16(const float* __restrict values, size_t n, uint16_t* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(values[i]);
+}
+
+SYNCLINE_CPU_CLONES
+void AddBf16(const uint16_t* __restrict in, size_t n, float factor, float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] += factor * Bf16ToFloat(in[i]);
+}
+
+namespace {
+
+// The largest |x| of values[0, n), and whether every value is finite. On the
+// bits: |x| of a float orders as its bits do as an unsigned integer, and
+// inf and NaN are the patterns from 0x7f800000 up, so one integer maximum
+// (which vectorizes, unlike a float maximum that must respect NaN) gives both.
+SYNCLINE_CPU_CLONES
+float MaxAbs(const float* __restrict values, size_t n, bool* finite) {
+  uint32_t lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) {
+      const uint32_t a = std::bit_cast<uint32_t>(values[i + j]) & 0x7fffffffu;
+      lanes[j] = a > lanes[j] ? a : lanes[j];
+    }
+  uint32_t m = 0;
+  for (size_t j = 0; j < kLanes; ++j) m = lanes[j] > m ? lanes[j] : m;
+  for (; i < n; ++i) {
+    const uint32_t a = std::bit_cast<uint32_t>(values[i]) & 0x7fffffffu;
+    m = a > m ? a : m;
+  }
+  *finite = m < 0x7f800000u;
+  return std::bit_cast<float>(m);
+}
+
+SYNCLINE_CPU_CLONES
+void Quantize(const float* __restrict values, size_t n, float inverse, int8_t* __restrict q) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = values[i] * inverse;
+    q[i] = static_cast<int8_t>(static_cast<int32_t>(v + std::copysign(0.5f, v)));
+  }
+}
+
+SYNCLINE_CPU_CLONES
+void AddDequantized(const int8_t* __restrict q, size_t n, float scale, float factor, float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] += factor * (static_cast<float>(q[i]) * scale);
+}
+
+}  // namespace
+
+void ToInt8(const float* values, size_t n, size_t block, float* scales, int8_t* q) {
+  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
+    const size_t len = n - start < block ? n - start : block;
+    bool finite = true;
+    const float max = MaxAbs(values + start, len, &finite);
+    scales[b] = finite ? max / 127.0f : NAN;
+    Quantize(values + start, len, finite && max > 0 ? 127.0f / max : 0.0f, q + start);
+  }
+}
+
+void AddInt8(const float* scales, const int8_t* q, size_t n, size_t block, float factor, float* out) {
+  for (size_t start = 0, b = 0; start < n; start += block, ++b)
+    AddDequantized(q + start, n - start < block ? n - start : block, scales[b], factor, out + start);
+}
+
+namespace {
+
+SYNCLINE_CPU_CLONES
+double SumAbs(const float* __restrict values, size_t n) {
+  float lanes[kLanes] = {};
+  size_t i = 0;
+  // Float lanes lose a little over long chunks (about n / 16 ulps at worst);
+  // a scale needs no more. They are combined in double.
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] += std::fabs(values[i + j]);
+  double sum = 0;
+  for (size_t j = 0; j < kLanes; ++j) sum += lanes[j];
+  for (; i < n; ++i) sum += std::fabs(values[i]);
+  return sum;
+}
+
+SYNCLINE_CPU_CLONES
+void SignBits(const float* __restrict values, size_t n, uint8_t* __restrict bits) {
+  const size_t whole = n / 8;
+  for (size_t b = 0; b < whole; ++b) {
+    uint32_t byte = 0;
+    for (size_t j = 0; j < 8; ++j) byte |= (std::bit_cast<uint32_t>(values[8 * b + j]) >> 31) << j;
+    bits[b] = static_cast<uint8_t>(byte);
+  }
+  if (n % 8 != 0) {
+    uint32_t byte = 0;
+    for (size_t j = 0; j < n % 8; ++j) byte |= (std::bit_cast<uint32_t>(values[8 * whole + j]) >> 31) << j;
+    bits[whole] = static_cast<uint8_t>(byte);
+  }
+}
+
+}  // namespace
+
+float ToOnebit(const float* values, size_t n, uint8_t* bits) {
+  SignBits(values, n, bits);
+  if (n == 0) return 0;
+  const double mean = SumAbs(values, n) / static_cast<double>(n);
+  return std::isfinite(mean) ? static_cast<float>(mean) : NAN;
+}
+
+SYNCLINE_CPU_CLONES
+void AddOnebit(float scale, const uint8_t* __restrict bits, size_t n, float factor, float* __restrict out) {
+  const uint32_t magnitude = std::bit_cast<uint32_t>(scale) & 0x7fffffffu;
+  const size_t whole = n / 8;
+  for (size_t b = 0; b < whole; ++b) {
+    const uint32_t byte = bits[b];
+    for (size_t j = 0; j < 8; ++j)
+      out[8 * b + j] += factor * std::bit_cast<float>(magnitude | (((byte >> j) & 1u) << 31));
+  }
+  for (size_t i = 8 * whole; i < n; ++i)
+    out[i] += factor * std::bit_cast<float>(magnitude | ((static_cast<uint32_t>(bits[whole] >> (i % 8)) & 1u) << 31));
+}
+
+void AddSparse(const uint32_t* indices, const float* values, size_t k, float factor, float* out) {
+  for (size_t j = 0; j < k; ++j) out[indices[j]] += factor * values[j];
+}
+
+}  // namespace syncline::compression::kernels

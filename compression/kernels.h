@@ -1,0 +1,38 @@
+// The loops behind compressor.h, on raw arrays and without framing: encode n
+// fp32 values into one form's body, and add a decoded body, times a factor,
+// into fp32 values. compressor.cc checks sizes and headers before calling
+// them; call them directly only with arrays of the documented lengths.
+//
+// Element-wise loops carry SYNCLINE_CPU_CLONES (AVX-512, AVX2 or baseline,
+// picked at load); the fp16 cast uses F16C where the CPU has it. Every path
+// gives the same bits, so a chunk decodes alike on every host.
+//
+// Thread-safety: free functions that touch only their arguments.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace syncline::compression::kernels {
+
+// 16-bit casts: out[i] = the value rounded to nearest even.
+void ToFp16(const float* values, size_t n, uint16_t* out);
+void ToBf16(const float* values, size_t n, uint16_t* out);
+void AddFp16(const uint16_t* in, size_t n, float factor, float* out);
+void AddBf16(const uint16_t* in, size_t n, float factor, float* out);
+
+// int8 blocks: scales[b] = max |x| over block b (of `block` values) / 127, and
+// q[i] = x[i] / scale rounded half away from zero (0 in an all-zero block;
+// a non-finite value makes its block's scale NaN).
+void ToInt8(const float* values, size_t n, size_t block, float* scales, int8_t* q);
+void AddInt8(const float* scales, const int8_t* q, size_t n, size_t block, float factor, float* out);
+
+// onebit: the mean of |x| (NaN if a value is not finite), and bit i % 8 of
+// bits[i / 8] set where x[i] has its sign bit set (-0 too).
+float ToOnebit(const float* values, size_t n, uint8_t* bits);
+void AddOnebit(float scale, const uint8_t* bits, size_t n, float factor, float* out);
+
+// Sparse: out[indices[j]] += factor * values[j].
+void AddSparse(const uint32_t* indices, const float* values, size_t k, float factor, float* out);
+
+}  // namespace syncline::compression::kernels

@@ -1,0 +1,85 @@
+// compression/error_feedback.h: over many steps what was decoded plus the
+// residual is what was given, and the residual stays bounded for every lossy
+// form (without feedback the loss of a biased form grows with the steps).
+#include "compression/error_feedback.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "chunk.h"
+
+namespace syncline::compression {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RandomValues;
+
+float MaxAbs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+class ErrorFeedbackTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ErrorFeedbackTest, DecodedSumTracksTheTrueSumWithinABoundedResidual) {
+  const Spec spec = *ParseSpec(GetParam());
+  constexpr size_t kN = 1000 + 7;
+  constexpr int kSteps = 300;
+  ErrorFeedback feedback(spec);
+  std::vector<double> true_sum(kN, 0), decoded_sum(kN, 0);
+  std::vector<float> decoded(kN);
+  testing::Chunk chunk;
+  chunk.bytes = CompressedBytes(spec, kN);
+  chunk.words.assign((chunk.bytes + 3) / 4, 0);
+  float largest_residual = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    // A gradient with a steady direction (biased forms lose it without feedback) and noise.
+    std::vector<float> g = RandomValues(kN, 100 + step, 0.5f);
+    for (size_t i = 0; i < kN; ++i) g[i] += 0.01f * static_cast<float>(i % 7);
+    ASSERT_TRUE(feedback.Compress(g.data(), kN, step, chunk.data()).ok());
+    ASSERT_TRUE(Decompress(spec, chunk.data(), chunk.bytes, decoded.data(), kN).ok());
+    for (size_t i = 0; i < kN; ++i) {
+      true_sum[i] += g[i];
+      decoded_sum[i] += decoded[i];
+    }
+    largest_residual = std::max(largest_residual, MaxAbs(feedback.residual()));
+  }
+  for (size_t i = 0; i < kN; ++i)
+    ASSERT_NEAR(decoded_sum[i] + feedback.residual()[i], true_sum[i], 1e-3 * (1 + std::fabs(true_sum[i]))) << i;
+  // Bounded: a step's gradient is at most ~2; topk:0.05 may hold a value back about 1/0.05 steps.
+  const float bound = spec.kind == Kind::kTopK || spec.kind == Kind::kRandomK ? 2.0f / static_cast<float>(spec.ratio)
+                                                                              : 8.0f;
+  EXPECT_LT(largest_residual, bound) << GetParam();
+  // The steady part arrives: the decoded sums of values 6 mod 7 are far above those of 0 mod 7.
+  double high = 0, low = 0;
+  size_t highs = 0, lows = 0;
+  for (size_t i = 0; i < kN; ++i) {
+    if (i % 7 == 6) high += decoded_sum[i], ++highs;
+    if (i % 7 == 0) low += decoded_sum[i], ++lows;
+  }
+  EXPECT_GT(high / highs - low / lows, 0.06 * kSteps * 0.8) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(LossyForms, ErrorFeedbackTest,
+                         ::testing::Values("fp16", "bf16", "int8", "onebit", "topk:0.05", "randomk:0.05"));
+
+TEST(ErrorFeedbackTest, AnotherSizeOrNoFormIsRefusedAndChangesNothing) {
+  ErrorFeedback feedback(*ParseSpec("int8"));
+  std::vector<float> g = RandomValues(100, 1);
+  testing::Chunk chunk;
+  chunk.words.assign(CompressedBytes(feedback.spec(), 100), 0);
+  ASSERT_TRUE(feedback.Compress(g.data(), 100, 0, chunk.data()).ok());
+  const std::vector<float> residual = feedback.residual();
+  EXPECT_THAT(feedback.Compress(g.data(), 99, 0, chunk.data()).message(), HasSubstr("error feedback of 100 values"));
+  EXPECT_EQ(feedback.residual(), residual);
+  ErrorFeedback none(*ParseSpec("none"));
+  EXPECT_THAT(none.Compress(g.data(), 100, 0, chunk.data()).message(), HasSubstr("not none"));
+}
+
+}  // namespace
+}  // namespace syncline::compression
