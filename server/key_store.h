@@ -56,7 +56,7 @@ struct KeyStoreOptions {
   bool require_placement = false;
   // Set: ssp mode with this staleness (rounds a worker may read ahead of the
   // slowest); `async` is then ignored.
-  std::optional<int> ssp_staleness;
+  std::optional<int> ssp_staleness = std::nullopt;
 };
 
 // A reply the server must send: `to` is the worker's node id.

@@ -135,7 +135,9 @@ TEST_F(KeyStoreSspTest, NoWorkerEverReadsMoreThanKRoundsAheadOfTheSlowest) {
       }
       for (int w = 0; w < kWorkers; ++w) EXPECT_EQ(next_round[w], kRounds) << "worker " << w << " got stuck";
       EXPECT_LE(largest_lead, uint64_t(staleness)) << "a read missed more than k rounds of a worker";
-      if (staleness > 0) EXPECT_GT(largest_lead, 0u) << "nobody ran ahead: the bound was never exercised";
+      if (staleness > 0) {
+        EXPECT_GT(largest_lead, 0u) << "nobody ran ahead: the bound was never exercised";
+      }
     }
   }
 }
