@@ -22,6 +22,7 @@
 // Only fp32 values are compressed (CheckDType says why another dtype is
 // refused). Non-finite values: the casts keep them; an int8 block or onebit
 // chunk holding one decodes as NaN throughout, so a divergence is not hidden.
+// An int8 block whose values are all below 2^-119 in magnitude decodes as zeros.
 //
 // Thread-safety: free functions that touch only their arguments.
 #pragma once

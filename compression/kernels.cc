@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "summation/cpu_clones.h"
 #include "summation/half.h"
@@ -19,6 +20,8 @@ namespace syncline::compression::kernels {
 namespace {
 
 constexpr size_t kLanes = 16;
+// int8: a block whose largest magnitude is below this (about 1.5e-36) is sent as zeros.
+constexpr float kTinyBlock = 0x1p-119f;
 
 SYNCLINE_CPU_CLONES
 void ToFp16Portable(const float* __restrict values, size_t n, uint16_t* __restrict out) {
@@ -136,8 +139,18 @@ void ToInt8(const float* values, size_t n, size_t block, float* scales, int8_t* 
     const size_t len = n - start < block ? n - start : block;
     bool finite = true;
     const float max = MaxAbs(values + start, len, &finite);
-    scales[b] = finite ? max / 127.0f : NAN;
-    Quantize(values + start, len, finite && max > 0 ? 127.0f / max : 0.0f, q + start);
+    // Below kTinyBlock the block is sent as zeros: 127 / max would overflow.
+    const bool zeros = finite && max < kTinyBlock;
+    // A non-finite block is not quantized (inf or NaN times anything would
+    // reach the float-to-int conversion, which is undefined outside its
+    // range): its NaN scale decodes every value as NaN.
+    scales[b] = !finite ? NAN : zeros ? 0.0f : max / 127.0f;
+    if (!finite || zeros) {
+      std::memset(q + start, 0, len);
+      continue;
+    }
+    // |values| <= max, so |value * 127 / max| <= 127 (and a rounding): in range.
+    Quantize(values + start, len, 127.0f / max, q + start);
   }
 }
 

@@ -22,8 +22,9 @@ void AddFp16(const uint16_t* in, size_t n, float factor, float* out);
 void AddBf16(const uint16_t* in, size_t n, float factor, float* out);
 
 // int8 blocks: scales[b] = max |x| over block b (of `block` values) / 127, and
-// q[i] = x[i] / scale rounded half away from zero (0 in an all-zero block;
-// a non-finite value makes its block's scale NaN).
+// q[i] = x[i] / scale rounded half away from zero (an all-zero block, or one
+// whose largest magnitude is below 2^-119, has scale 0 and q 0; a non-finite
+// value makes its block's scale NaN).
 void ToInt8(const float* values, size_t n, size_t block, float* scales, int8_t* q);
 void AddInt8(const float* scales, const int8_t* q, size_t n, size_t block, float factor, float* out);
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TARGETS = ["wire", "key_store", "scheduler", "control_client"]
+TARGETS = ["wire", "key_store", "scheduler", "control_client", "compression"]
 
 
 def run_target(build, target, runs):
