@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "compression/kernels.h"
+#include "summation/kernels.h"
 
 namespace syncline::compression {
+namespace summation_kernels = ::syncline::kernels;
 namespace {
 
 constexpr uint8_t kFormatVersion = 1;
@@ -189,7 +191,10 @@ size_t CompressedBytes(const Spec& spec, size_t n) {
   return kHeaderBytes;
 }
 
-Status Compress(const Spec& spec, const float* values, size_t n, uint64_t seed, std::byte* out) {
+namespace {
+
+// Compress's refusals; then writes the header. The body follows it.
+Result<std::byte*> StartChunk(const Spec& spec, size_t n, std::byte* out) {
   if (spec.kind == Kind::kNone) return InvalidArgument("compression none has no compressed form");
   if (n > std::numeric_limits<uint32_t>::max())
     return InvalidArgument("a compressed chunk holds fewer than 2^32 values, not " + std::to_string(n));
@@ -198,8 +203,33 @@ Status Compress(const Spec& spec, const float* values, size_t n, uint64_t seed, 
   out[1] = static_cast<std::byte>(kFormatVersion);
   out[2] = out[3] = std::byte{0};
   Write<uint32_t>(out + 4, static_cast<uint32_t>(n));
-  std::byte* body = out + kHeaderBytes;
+  return out + kHeaderBytes;
+}
+
+// A sparse form's body: the indices it sends go to `sent_indices` (topk
+// writes them into the body too; randomk's follow from the seed).
+void EncodeSparse(const Spec& spec, const float* values, size_t n, uint64_t seed, std::byte* body,
+                  std::vector<uint32_t>* sent_indices) {
   const size_t k = SentValues(spec, n);
+  if (spec.kind == Kind::kTopK) {
+    *sent_indices = k == 0 ? std::vector<uint32_t>() : LargestIndices(values, n, k);
+    std::memcpy(body, sent_indices->data(), 4 * k);
+    body += 4 * k;
+  } else {
+    Write<uint64_t>(body, seed);
+    body += 8;
+    const double u = UnitFromSeed(seed);
+    sent_indices->resize(k);
+    for (size_t j = 0; j < k; ++j) (*sent_indices)[j] = SpreadIndex(j, u, n, k);
+  }
+  float* sent = reinterpret_cast<float*>(body);
+  for (size_t j = 0; j < k; ++j) sent[j] = values[(*sent_indices)[j]];
+}
+
+}  // namespace
+
+Status Compress(const Spec& spec, const float* values, size_t n, uint64_t seed, std::byte* out) {
+  SYNCLINE_ASSIGN_OR_RETURN(std::byte* body, StartChunk(spec, n, out));
   switch (spec.kind) {
     case Kind::kFp16: kernels::ToFp16(values, n, reinterpret_cast<uint16_t*>(body)); break;
     case Kind::kBf16: kernels::ToBf16(values, n, reinterpret_cast<uint16_t*>(body)); break;
@@ -210,19 +240,44 @@ Status Compress(const Spec& spec, const float* values, size_t n, uint64_t seed, 
       break;
     }
     case Kind::kOnebit: Write<float>(body, kernels::ToOnebit(values, n, reinterpret_cast<uint8_t*>(body + 4))); break;
-    case Kind::kTopK: {
-      if (k == 0) break;
-      const std::vector<uint32_t> indices = LargestIndices(values, n, k);
-      std::memcpy(body, indices.data(), 4 * k);
-      float* sent = reinterpret_cast<float*>(body + 4 * k);
-      for (size_t j = 0; j < k; ++j) sent[j] = values[indices[j]];
+    case Kind::kTopK:
+    case Kind::kRandomK: {
+      std::vector<uint32_t> indices;
+      EncodeSparse(spec, values, n, seed, body, &indices);
       break;
     }
+    case Kind::kNone: break;
+  }
+  return Status::Ok();
+}
+
+Status CompressWithResidual(const Spec& spec, const float* values, float* residual, size_t n, uint64_t seed,
+                            std::byte* out) {
+  SYNCLINE_ASSIGN_OR_RETURN(std::byte* body, StartChunk(spec, n, out));
+  switch (spec.kind) {
+    case Kind::kFp16: kernels::ToFp16Feedback(values, residual, n, reinterpret_cast<uint16_t*>(body)); break;
+    case Kind::kBf16: kernels::ToBf16Feedback(values, residual, n, reinterpret_cast<uint16_t*>(body)); break;
+    case Kind::kInt8: {
+      const size_t blocks = DivideUp(n, kInt8Block);
+      kernels::ToInt8Feedback(values, residual, n, kInt8Block, reinterpret_cast<float*>(body),
+                              reinterpret_cast<int8_t*>(body + 4 * blocks));
+      break;
+    }
+    case Kind::kOnebit: {
+      // The scale needs the whole chunk first: three passes, over a chunk in cache.
+      summation_kernels::SumInto(DType::kFloat32, residual, values, n);
+      uint8_t* bits = reinterpret_cast<uint8_t*>(body + 4);
+      const float scale = kernels::ToOnebit(residual, n, bits);
+      Write<float>(body, scale);
+      kernels::AddOnebit(scale, bits, n, -1.0f, residual);
+      break;
+    }
+    case Kind::kTopK:
     case Kind::kRandomK: {
-      Write<uint64_t>(body, seed);
-      const double u = UnitFromSeed(seed);
-      float* sent = reinterpret_cast<float*>(body + 8);
-      for (size_t j = 0; j < k; ++j) sent[j] = values[SpreadIndex(j, u, n, k)];
+      summation_kernels::SumInto(DType::kFloat32, residual, values, n);
+      std::vector<uint32_t> indices;
+      EncodeSparse(spec, residual, n, seed, body, &indices);
+      for (uint32_t i : indices) residual[i] = 0.0f;  // sent whole: c - c
       break;
     }
     case Kind::kNone: break;

@@ -68,6 +68,13 @@ size_t CompressedBytes(const Spec& spec, size_t n);
 // kNone or n of 2^32 and more.
 Status Compress(const Spec& spec, const float* values, size_t n, uint64_t seed, std::byte* out);
 
+// Compress of values + residual, leaving in residual what the chunk does not
+// carry (residual[i] = values[i] + residual[i] - decoded[i]), fused into one
+// pass where the form allows; error feedback (error_feedback.h) keeps the
+// residual. As Compress otherwise; on an error the residual is unchanged.
+Status CompressWithResidual(const Spec& spec, const float* values, float* residual, size_t n, uint64_t seed,
+                            std::byte* out);
+
 // out[i] += factor * decoded[i] for i in [0, n), where `in` (in_bytes long)
 // holds a chunk Compress(spec, ..., n, ...) made. InvalidArgument, with `out`
 // untouched, if it does not (or is not 4-byte aligned).

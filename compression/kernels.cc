@@ -33,7 +33,31 @@ void AddFp16Portable(const uint16_t* __restrict in, size_t n, float factor, floa
   for (size_t i = 0; i < n; ++i) out[i] += factor * HalfToFloat(in[i]);
 }
 
+SYNCLINE_CPU_CLONES
+void ToFp16FeedbackPortable(const float* __restrict values, float* __restrict residual, size_t n,
+                            uint16_t* __restrict out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float c = values[i] + residual[i];
+    const uint16_t h = FloatToHalf(c);
+    out[i] = h;
+    residual[i] = c - HalfToFloat(h);
+  }
+}
+
 #ifdef SYNCLINE_X86_SIMD
+[[maybe_unused]] __attribute__((target("avx2,f16c")))
+void ToFp16FeedbackF16c(const float* __restrict values, float* __restrict residual, size_t n,
+                        uint16_t* __restrict out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 c = _mm256_add_ps(_mm256_loadu_ps(values + i), _mm256_loadu_ps(residual + i));
+    const __m128i h = _mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    _mm256_storeu_ps(residual + i, _mm256_sub_ps(c, _mm256_cvtph_ps(h)));
+  }
+  ToFp16FeedbackPortable(values + i, residual + i, n - i, out + i);
+}
+
 [[maybe_unused]] __attribute__((target("avx2,f16c")))
 void ToFp16F16c(const float* __restrict values, size_t n, uint16_t* __restrict out) {
   size_t i = 0;
@@ -77,6 +101,13 @@ void ToFp16(const float* values, size_t n, uint16_t* out) {
   ToFp16Portable(values, n, out);
 }
 
+void ToFp16Feedback(const float* values, float* residual, size_t n, uint16_t* out) {
+#ifdef SYNCLINE_X86_SIMD
+  if (HasF16c()) return ToFp16FeedbackF16c(values, residual, n, out);
+#endif
+  ToFp16FeedbackPortable(values, residual, n, out);
+}
+
 void AddFp16(const uint16_t* in, size_t n, float factor, float* out) {
 #ifdef SYNCLINE_X86_SIMD
   if (HasF16c()) return AddFp16F16c(in, n, factor, out);
@@ -87,6 +118,16 @@ void AddFp16(const uint16_t* in, size_t n, float factor, float* out) {
 SYNCLINE_CPU_CLONES
 void ToBf16(const float* __restrict values, size_t n, uint16_t* __restrict out) {
   for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(values[i]);
+}
+
+SYNCLINE_CPU_CLONES
+void ToBf16Feedback(const float* __restrict values, float* __restrict residual, size_t n, uint16_t* __restrict out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float c = values[i] + residual[i];
+    const uint16_t b = FloatToBf16(c);
+    out[i] = b;
+    residual[i] = c - Bf16ToFloat(b);
+  }
 }
 
 SYNCLINE_CPU_CLONES
@@ -134,23 +175,43 @@ void AddDequantized(const int8_t* __restrict q, size_t n, float scale, float fac
 
 }  // namespace
 
+namespace {
+
+SYNCLINE_CPU_CLONES
+void AddInPlace(float* __restrict dst, const float* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// One int8 block of len values: its scale, and its bytes.
+float QuantizeBlock(const float* values, size_t len, int8_t* q) {
+  bool finite = true;
+  const float max = MaxAbs(values, len, &finite);
+  // A non-finite block is not quantized (inf or NaN times anything would
+  // reach the float-to-int conversion, which is undefined outside its
+  // range): its NaN scale decodes every value as NaN. Below kTinyBlock the
+  // block is sent as zeros: 127 / max would overflow.
+  if (!finite || max < kTinyBlock) {
+    std::memset(q, 0, len);
+    return finite ? 0.0f : NAN;
+  }
+  // |values| <= max, so |value * 127 / max| <= 127 (and a rounding): in range.
+  Quantize(values, len, 127.0f / max, q);
+  return max / 127.0f;
+}
+
+}  // namespace
+
 void ToInt8(const float* values, size_t n, size_t block, float* scales, int8_t* q) {
+  for (size_t start = 0, b = 0; start < n; start += block, ++b)
+    scales[b] = QuantizeBlock(values + start, n - start < block ? n - start : block, q + start);
+}
+
+void ToInt8Feedback(const float* values, float* residual, size_t n, size_t block, float* scales, int8_t* q) {
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t len = n - start < block ? n - start : block;
-    bool finite = true;
-    const float max = MaxAbs(values + start, len, &finite);
-    // Below kTinyBlock the block is sent as zeros: 127 / max would overflow.
-    const bool zeros = finite && max < kTinyBlock;
-    // A non-finite block is not quantized (inf or NaN times anything would
-    // reach the float-to-int conversion, which is undefined outside its
-    // range): its NaN scale decodes every value as NaN.
-    scales[b] = !finite ? NAN : zeros ? 0.0f : max / 127.0f;
-    if (!finite || zeros) {
-      std::memset(q + start, 0, len);
-      continue;
-    }
-    // |values| <= max, so |value * 127 / max| <= 127 (and a rounding): in range.
-    Quantize(values + start, len, 127.0f / max, q + start);
+    AddInPlace(residual + start, values + start, len);
+    scales[b] = QuantizeBlock(residual + start, len, q + start);
+    AddDequantized(q + start, len, scales[b], -1.0f, residual + start);
   }
 }
 

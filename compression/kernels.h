@@ -33,6 +33,13 @@ void AddInt8(const float* scales, const int8_t* q, size_t n, size_t block, float
 float ToOnebit(const float* values, size_t n, uint8_t* bits);
 void AddOnebit(float scale, const uint8_t* bits, size_t n, float factor, float* out);
 
+// Error feedback fused into the encoding: c = values[i] + residual[i] is
+// encoded as the plain form would encode it, and residual[i] becomes
+// c - decoded(c), in one pass (int8: one pass per block, in cache).
+void ToFp16Feedback(const float* values, float* residual, size_t n, uint16_t* out);
+void ToBf16Feedback(const float* values, float* residual, size_t n, uint16_t* out);
+void ToInt8Feedback(const float* values, float* residual, size_t n, size_t block, float* scales, int8_t* q);
+
 // Sparse: out[indices[j]] += factor * values[j].
 void AddSparse(const uint32_t* indices, const float* values, size_t k, float factor, float* out);
 

@@ -65,6 +65,25 @@ TEST_P(ErrorFeedbackTest, DecodedSumTracksTheTrueSumWithinABoundedResidual) {
   EXPECT_GT(high / highs - low / lows, 0.06 * kSteps * 0.8) << GetParam();
 }
 
+TEST_P(ErrorFeedbackTest, TheFusedPassEqualsEncodingTheSumThenDecodingItBack) {
+  const Spec spec = *ParseSpec(GetParam());
+  for (size_t n : {size_t{1}, size_t{255}, size_t{1000 + 7}, size_t{70000}}) {
+    const std::vector<float> values = RandomValues(n, 1), start = RandomValues(n, 2, 0.1f);
+    std::vector<float> residual = start;
+    testing::Chunk fused;
+    fused.bytes = CompressedBytes(spec, n);
+    fused.words.assign((fused.bytes + 3) / 4, 0);
+    ASSERT_TRUE(CompressWithResidual(spec, values.data(), residual.data(), n, 9, fused.data()).ok());
+    // The same, one step at a time: c = values + residual; encode c; residual = c - decoded.
+    std::vector<float> c(n);
+    for (size_t i = 0; i < n; ++i) c[i] = values[i] + start[i];
+    testing::Chunk plain = testing::Encode(spec, c, 9);
+    ASSERT_EQ(fused.words, plain.words) << GetParam() << " n " << n;
+    ASSERT_TRUE(DecompressAdd(spec, plain.data(), plain.bytes, -1.0f, c.data(), n).ok());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(residual[i], c[i]) << GetParam() << " n " << n << " value " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(LossyForms, ErrorFeedbackTest,
                          ::testing::Values("fp16", "bf16", "int8", "onebit", "topk:0.05", "randomk:0.05"));
 
@@ -78,7 +97,7 @@ TEST(ErrorFeedbackTest, AnotherSizeOrNoFormIsRefusedAndChangesNothing) {
   EXPECT_THAT(feedback.Compress(g.data(), 99, 0, chunk.data()).message(), HasSubstr("error feedback of 100 values"));
   EXPECT_EQ(feedback.residual(), residual);
   ErrorFeedback none(*ParseSpec("none"));
-  EXPECT_THAT(none.Compress(g.data(), 100, 0, chunk.data()).message(), HasSubstr("not none"));
+  EXPECT_THAT(none.Compress(g.data(), 100, 0, chunk.data()).message(), HasSubstr("has no compressed form"));
 }
 
 }  // namespace
