@@ -50,6 +50,19 @@ def train(model, optimizer, steps, delays=None, on_step=None):
             time.sleep(delays.uniform(0, 0.02))
 
 
+def trains_as_local(local, plain, distributed, wrapped, x, steps=6):
+    """Trains `local` with the plain optimizer and `distributed` with the wrapped one, `steps` steps of
+    the same batch each; after average_models() the two models must hold the same parameters."""
+    for model, optimizer in ((local, plain), (distributed, wrapped)):
+        for _ in range(steps):
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+    wrapped.average_models()
+    for (name, a), b in zip(local.named_parameters(), distributed.parameters()):
+        assert torch.allclose(a, b, rtol=0, atol=1e-6), (name, a, b)
+
+
 def one_worker_equals_local_training():
     """With one worker, OSP (period 2) moves the parameters exactly as plain local SGD does."""
     torch.manual_seed(3)
@@ -62,15 +75,7 @@ def one_worker_equals_local_training():
     plain = torch.optim.SGD(local.parameters(), lr=0.25)
     osp = bps.DistributedOptimizer(torch.optim.SGD(distributed.parameters(), lr=0.25),
                                    named_parameters=distributed.named_parameters())
-    x = torch.round(torch.randn(8, 4) * 8) / 8
-    for model, optimizer in ((local, plain), (distributed, osp)):
-        for _ in range(6):
-            optimizer.zero_grad()
-            model(x).pow(2).mean().backward()
-            optimizer.step()
-    osp.average_models()
-    for (name, a), b in zip(local.named_parameters(), distributed.parameters()):
-        assert torch.allclose(a, b, rtol=0, atol=1e-6), (name, a, b)
+    trains_as_local(local, plain, distributed, osp, torch.round(torch.randn(8, 4) * 8) / 8)
     assert osp._model_sync.synchronizations == 4, osp._model_sync.synchronizations  # 3 periods and average_models()
 
 

@@ -14,7 +14,7 @@ import torch
 
 import syncline.torch as bps
 from expect import expect_error, run_check
-from osp_checks import LR, Linear, bsp_result, train
+from osp_checks import LR, Linear, bsp_result, train, trains_as_local
 
 
 def one_worker_equals_local_training():
@@ -26,15 +26,7 @@ def one_worker_equals_local_training():
     plain = torch.optim.SGD(local.parameters(), lr=0.25, momentum=0.5)
     ssp = bps.DistributedOptimizer(torch.optim.SGD(distributed.parameters(), lr=0.25, momentum=0.5),
                                    named_parameters=distributed.named_parameters())
-    x = torch.randn(8, 4)
-    for model, optimizer in ((local, plain), (distributed, ssp)):
-        for _ in range(6):
-            optimizer.zero_grad()
-            model(x).pow(2).mean().backward()
-            optimizer.step()
-    ssp.average_models()
-    for (name, a), b in zip(local.named_parameters(), distributed.parameters()):
-        assert torch.allclose(a, b, rtol=0, atol=1e-6), (name, a, b)
+    trains_as_local(local, plain, distributed, ssp, torch.randn(8, 4))
     assert ssp._model_sync.rounds == 7, ssp._model_sync.rounds  # 6 steps and average_models()
 
 

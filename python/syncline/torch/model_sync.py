@@ -36,6 +36,21 @@ from syncline.torch import ops
 from syncline.torch.broadcast import broadcast_tensor_
 
 
+def declare_parameters(named_parameters, compression, prefix):
+    """The trainable parameters of `named_parameters`, each once, as (prefix + name, parameter) in
+    declaration order, declared to the job up front in that order on every worker (declaring is a
+    collective): what the osp and ssp wrappers sum."""
+    session = _session.current()
+    params, seen = [], set()
+    for name, p in named_parameters:
+        if p.requires_grad and id(p) not in seen:
+            seen.add(id(p))
+            params.append((prefix + name, p))
+    for name, p in params:
+        session.tensor_id(name, ops.wire_dtype(compression.wire_dtype(p.dtype)), p.shape)
+    return params
+
+
 class ModelSync:
     """The OSP synchronizations of `named_parameters` (the parameters one wrapper updates).
 
@@ -53,15 +68,7 @@ class ModelSync:
         self._auto = period == 0
         self.period = 1 if self._auto else period  # steps from the last start to the next
         self._compression = compression
-        self._params = []  # (name, parameter), declaration order
-        seen = set()
-        for name, p in named_parameters:
-            if p.requires_grad and id(p) not in seen:
-                seen.add(id(p))
-                self._params.append((prefix + name, p))
-        # Declared up front, in the same order on every worker (declaring is a collective).
-        for name, p in self._params:
-            session.tensor_id(name, ops.wire_dtype(compression.wire_dtype(p.dtype)), p.shape)
+        self._params = declare_parameters(named_parameters, compression, prefix)  # (name, parameter)
         # One vote tensor per wrapper: named after its first parameter, which no other wrapper has.
         self._vote_name = f"{self._params[0][0]}.period.vote" if self._params else prefix + "period.vote"
         if self._auto:

@@ -22,6 +22,7 @@ import torch
 from syncline import _session
 from syncline.torch import ops
 from syncline.torch.broadcast import broadcast_tensor_
+from syncline.torch.model_sync import declare_parameters
 
 
 class StaleSync:
@@ -32,17 +33,8 @@ class StaleSync:
     it. Not thread-safe: the training thread calls it."""
 
     def __init__(self, named_parameters, compression, prefix):
-        session = _session.current()
         self._compression = compression
-        self._params = []  # (name, parameter), declaration order
-        seen = set()
-        for name, p in named_parameters:
-            if p.requires_grad and id(p) not in seen:
-                seen.add(id(p))
-                self._params.append((prefix + name, p))
-        # Declared up front, in the same order on every worker (declaring is a collective).
-        for name, p in self._params:
-            session.tensor_id(name, ops.wire_dtype(compression.wire_dtype(p.dtype)), p.shape)
+        self._params = declare_parameters(named_parameters, compression, prefix)  # (name, parameter)
         self._start = None  # worker 0's parameters, once the first update begins
         self._before = None  # the parameters before the update in progress
         self.rounds = 0  # push_pulls of the model so far
