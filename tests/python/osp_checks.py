@@ -140,7 +140,8 @@ def chosen_period_grows_and_agrees():
 
 
 def ddp_wrapper_merges_to_bsp():
-    """The DDP-style wrapper in osp mode: each training forward counts a step; average_models() gives BSP's model."""
+    """The DDP-style wrapper in osp mode (each training forward counts a step) and in ssp mode (each sends
+    the update before it): average_models() gives BSP's model."""
     start = torch.tensor([1.0, 2.0, -3.0, 0.5])
     model = bps.DistributedDataParallel(Linear(start))
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)

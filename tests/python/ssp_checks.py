@@ -14,7 +14,7 @@ import torch
 
 import syncline.torch as bps
 from expect import expect_error, run_check
-from osp_checks import LR, Linear, bsp_result, train, trains_as_local
+from osp_checks import LR, Linear, bsp_result, ddp_wrapper_merges_to_bsp, train, trains_as_local
 
 
 def one_worker_equals_local_training():
@@ -75,17 +75,6 @@ def no_worker_reads_more_than_k_steps_ahead():
     print(f"worker {bps.rank()}: the largest lead read was {largest_lead} steps", flush=True)
 
 
-def ddp_wrapper_equals_bsp():
-    """The DDP-style wrapper in ssp mode: each training forward sends the update before it;
-    average_models() gives BSP's model."""
-    start = torch.tensor([1.0, 2.0, -3.0, 0.5])
-    model = bps.DistributedDataParallel(Linear(start))
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    train(model, optimizer, 9)
-    model.average_models()
-    assert torch.equal(model.module.w.detach(), bsp_result(start, 9, bps.size())), model.module.w
-
-
 def refusals_and_broadcasts():
     """What ssp cannot honour is refused with the reason; broadcasts, summed as whole rounds, work every time."""
     expect_error(bps.SynclineError, lambda: bps.push_pull(torch.ones(3), name="raw"),
@@ -103,7 +92,7 @@ def refusals_and_broadcasts():
 
 
 CHECKS = {f.__name__: f for f in (one_worker_equals_local_training, model_equals_bsp_under_random_delays,
-                                  no_worker_reads_more_than_k_steps_ahead, ddp_wrapper_equals_bsp,
+                                  no_worker_reads_more_than_k_steps_ahead, ddp_wrapper_merges_to_bsp,
                                   refusals_and_broadcasts)}
 
 if __name__ == "__main__":

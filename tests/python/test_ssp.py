@@ -23,7 +23,7 @@ def test_no_worker_reads_more_than_k_steps_ahead():
 
 
 def test_ddp_wrapper_equals_bsp():
-    run_checks("ddp_wrapper_equals_bsp")
+    run_checks("ddp_wrapper_merges_to_bsp")
 
 
 def test_refusals_and_broadcasts():
