@@ -177,7 +177,9 @@ size_t SentValues(const Spec& spec, size_t n) {
   return std::clamp<size_t>(static_cast<size_t>(k), 1, n);
 }
 
-size_t CompressedBytes(const Spec& spec, size_t n) {
+namespace {
+// The bytes a chunk's header and body fill; CompressedBytes pads them.
+size_t UnpaddedBytes(const Spec& spec, size_t n) {
   const size_t k = SentValues(spec, n);
   switch (spec.kind) {
     case Kind::kNone: return kHeaderBytes + 4 * n;
@@ -190,6 +192,9 @@ size_t CompressedBytes(const Spec& spec, size_t n) {
   }
   return kHeaderBytes;
 }
+}  // namespace
+
+size_t CompressedBytes(const Spec& spec, size_t n) { return DivideUp(UnpaddedBytes(spec, n), 4) * 4; }
 
 namespace {
 
@@ -199,6 +204,9 @@ Result<std::byte*> StartChunk(const Spec& spec, size_t n, std::byte* out) {
   if (n > std::numeric_limits<uint32_t>::max())
     return InvalidArgument("a compressed chunk holds fewer than 2^32 values, not " + std::to_string(n));
   if (reinterpret_cast<uintptr_t>(out) % 4 != 0) return InvalidArgument("a compressed chunk must be 4-byte aligned");
+  // The padding, which no encoder writes: zeros, so that equal chunks are equal bytes.
+  const size_t unpadded = UnpaddedBytes(spec, n);
+  std::memset(out + unpadded, 0, CompressedBytes(spec, n) - unpadded);
   out[0] = static_cast<std::byte>(spec.kind);
   out[1] = static_cast<std::byte>(kFormatVersion);
   out[2] = out[3] = std::byte{0};
@@ -213,7 +221,7 @@ void EncodeSparse(const Spec& spec, const float* values, size_t n, uint64_t seed
   const size_t k = SentValues(spec, n);
   if (spec.kind == Kind::kTopK) {
     *sent_indices = k == 0 ? std::vector<uint32_t>() : LargestIndices(values, n, k);
-    std::memcpy(body, sent_indices->data(), 4 * k);
+    if (k > 0) std::memcpy(body, sent_indices->data(), 4 * k);  // data() of an empty vector may be null
     body += 4 * k;
   } else {
     Write<uint64_t>(body, seed);

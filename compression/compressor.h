@@ -14,6 +14,9 @@
 //   randomk:R   k = ceil(R n) values at evenly spread indices from    8 + 4k
 //               a random offset, whose seed travels along
 //
+// A chunk's bytes are padded with zeros to a multiple of 4 (a whole number of
+// fp32 words, as the wire checks a float32 message's length).
+//
 // The lossy forms are meant to run under error feedback (error_feedback.h),
 // which carries what one step's compression lost into the next step.
 // DecompressAdd adds a decoded chunk into an fp32 buffer without expanding it
@@ -57,7 +60,7 @@ Status CheckDType(const Spec& spec, DType dtype);
 // The values `spec` sends of n: n for the dense forms, k for topk and randomk.
 size_t SentValues(const Spec& spec, size_t n);
 
-// Bytes of the compressed form of n values, header included.
+// Bytes of the compressed form of n values, header and padding included.
 size_t CompressedBytes(const Spec& spec, size_t n);
 
 // Chunks are 4-byte aligned (as the pool's buffers are); a receiver aligns a

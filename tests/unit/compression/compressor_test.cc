@@ -66,11 +66,23 @@ TEST(CheckDTypeTest, OnlyFp32IsCompressedAndTheOthersAreRefusedWithTheReason) {
 TEST(CompressTest, SizesAreAsDocumented) {
   EXPECT_EQ(CompressedBytes(Parse("fp16"), 1000), kHeaderBytes + 2000);
   EXPECT_EQ(CompressedBytes(Parse("int8"), 1000), kHeaderBytes + 4 * 4 + 1000);
-  EXPECT_EQ(CompressedBytes(Parse("onebit"), 1001), kHeaderBytes + 4 + 126);
+  EXPECT_EQ(CompressedBytes(Parse("onebit"), 1001), kHeaderBytes + 4 + 128);  // 126 bytes of bits, padded to 4
+  EXPECT_EQ(CompressedBytes(Parse("fp16"), 1001), kHeaderBytes + 2004);
   EXPECT_EQ(CompressedBytes(Parse("topk:0.01"), 1001), kHeaderBytes + 8 * 11);
   EXPECT_EQ(CompressedBytes(Parse("randomk:0.01"), 1001), kHeaderBytes + 8 + 4 * 11);
   EXPECT_EQ(SentValues(Parse("topk:0.001"), 5), 1u);  // at least one value
   EXPECT_EQ(SentValues(Parse("topk:0.001"), 0), 0u);
+}
+
+TEST(CompressTest, PaddingIsZerosWhateverTheBufferHeld) {
+  const std::vector<float> v(1001, 0.5f);
+  for (const char* form : {"fp16", "onebit", "int8"}) {
+    const size_t bytes = CompressedBytes(Parse(form), v.size());
+    std::vector<uint32_t> words(bytes / 4, 0xABABABABu);  // 4-byte aligned, not clean
+    auto* out = reinterpret_cast<std::byte*>(words.data());
+    ASSERT_TRUE(Compress(Parse(form), v.data(), v.size(), 1, out).ok());
+    EXPECT_EQ(std::to_integer<int>(out[bytes - 1]), 0) << form;
+  }
 }
 
 TEST(CompressTest, CastsRoundEachValueToNearest) {
