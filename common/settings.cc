@@ -125,6 +125,9 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SHM_BYTES", {}, Integer(&Settings::shm_bytes, 1 << 20, 1ll << 40)},
       {"SYNCLINE_PARTITION_BYTES", {{"BYTEPS_PARTITION_BYTES", 1}},
        Integer(&Settings::partition_bytes, 64, 1ll << 34)},
+      {"SYNCLINE_COMPRESSION", {}, Text(&Settings::compression)},
+      {"SYNCLINE_MIN_COMPRESS_BYTES", {{"BYTEPS_MIN_COMPRESS_BYTES", 1}},
+       Integer(&Settings::min_compress_bytes, 0, 1ll << 40)},
       {"SYNCLINE_SYNC_MODE", {}, Text(&Settings::sync_mode, {"bsp", "osp", "ssp", "async"})},
       {"SYNCLINE_OSP_PERIOD", {}, Integer(&Settings::osp_period, 0, 1 << 20)},
       {"SYNCLINE_SSP_STALENESS", {}, Integer(&Settings::ssp_staleness, 0, kMaxSspStaleness)},
@@ -248,6 +251,11 @@ Status Settings::Validate() const {
   if (deterministic && sync_mode == "ssp")
     return InvalidArgument("SYNCLINE_DETERMINISTIC sums each round in worker-rank order, but in ssp mode servers keep "
                            "a running total of pushes in the order they arrive: choose one");
+  if (compression != "none" && (sync_mode == "ssp" || sync_mode == "async" || async))
+    return InvalidArgument("SYNCLINE_COMPRESSION=" + compression + " needs whole rounds (bsp or osp): in " +
+                           (sync_mode == "ssp" ? "ssp" : "async") +
+                           " mode servers keep a running total, which a compressed pull would lose precision of on "
+                           "every read");
   return Status::Ok();
 }
 

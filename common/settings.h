@@ -94,6 +94,18 @@ struct Settings {
   // emulated 1 Gbit/s cluster, where it is the tuner's best point for every
   // model measured, and costs 0-10% on loopback (docs/decisions.md).
   uint64_t partition_bytes = 256ull << 10;
+  // SYNCLINE_COMPRESSION. How a job's tensors travel to the servers and
+  // back unless their declaration says otherwise (the shims' compression
+  // argument): "none" (default), "fp16", "bf16", "int8", "onebit", "topk:R"
+  // or "randomk:R" with R below 0.5 (compression/compressor.h), with error
+  // feedback on workers and servers. It applies to fp32 tensors of at least
+  // SYNCLINE_MIN_COMPRESS_BYTES, in bsp and osp modes; workers that compress
+  // one tensor differently end the job, naming it.
+  std::string compression = "none";
+  // SYNCLINE_MIN_COMPRESS_BYTES | BYTEPS_MIN_COMPRESS_BYTES. Smaller tensors
+  // travel uncompressed, whatever their declaration asks: what a small
+  // tensor costs is its latency, not its bytes. Default 64 KiB.
+  uint64_t min_compress_bytes = 64ull << 10;
   // SYNCLINE_SYNC_MODE. How workers synchronize, one mode for the whole job
   // (every node must have the same; the scheduler ends a job whose nodes
   // differ, naming the setting): "bsp" (every step's gradients are summed

@@ -59,10 +59,17 @@ const char* syncline_sync_mode(const syncline_worker* w) {
 int syncline_osp_period(const syncline_worker* w) { return w ? w->worker->settings().osp_period : -1; }
 
 int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements, uint32_t* id_out) {
+  return syncline_declare_compressed(w, name, dtype, num_elements, nullptr, id_out);
+}
+
+int syncline_declare_compressed(syncline_worker* w, const char* name, int dtype, uint64_t num_elements,
+                                const char* compression, uint32_t* id_out) {
   if (!w || !name || !id_out) return Report(syncline::InvalidArgument("syncline_declare: null argument"));
   auto type = syncline::DTypeFromWire(dtype);
   if (!type.ok()) return Report(type.status());
-  auto id = w->worker->Declare(name, *type, num_elements);
+  syncline::DeclareOptions options;
+  if (compression != nullptr) options.compression = std::string(compression);
+  auto id = w->worker->Declare(name, *type, num_elements, options);
   if (!id.ok()) return Report(id.status());
   *id_out = *id;
   return Report(syncline::Status::Ok());

@@ -46,8 +46,17 @@ SYNCLINE_EXPORT const char* syncline_sync_mode(const syncline_worker* w);
 /* In osp mode, the local steps between two synchronizations (SYNCLINE_OSP_PERIOD);
  * 0: the glue chooses it from measurement. */
 SYNCLINE_EXPORT int syncline_osp_period(const syncline_worker* w);
+/* Declares a tensor (a collective: every worker declares it alike); its
+ * chunks travel as the job's SYNCLINE_COMPRESSION says (fp32 tensors). */
 SYNCLINE_EXPORT int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements,
                                      uint32_t* id_out);
+/* As syncline_declare, with the tensor's own compression: "none", "fp16",
+ * "bf16", "int8", "onebit", "topk:R", "randomk:R" (R below 0.5), or null for
+ * the job's. Tensors below SYNCLINE_MIN_COMPRESS_BYTES travel uncompressed;
+ * a compression the dtype or the sync mode cannot take fails with the reason.
+ * A compressed tensor cannot be broadcast (syncline_broadcast refuses it). */
+SYNCLINE_EXPORT int syncline_declare_compressed(syncline_worker* w, const char* name, int dtype,
+                                                uint64_t num_elements, const char* compression, uint32_t* id_out);
 /* Starts an in-place sum of `data` across workers. `priority`: larger goes
  * first. `done` (may be null) is called once when it ends. `op_out` (may be
  * null when `done` is given) receives a handle for syncline_poll and

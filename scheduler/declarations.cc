@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/dtype.h"
+#include "compression/compressor.h"
 #include "scheduler/scheduler.h"
 #include "transport/wire.h"
 
@@ -13,11 +14,24 @@ namespace {
 std::string DescribeSpec(const proto::TensorSpec& s) {
   auto dtype = DTypeFromWire(s.dtype());
   return std::string(dtype.ok() ? DTypeName(*dtype) : "?") + "[" + std::to_string(s.num_elements()) +
-         "] in chunks of " + std::to_string(s.partition_bytes()) + " bytes";
+         "] in chunks of " + std::to_string(s.partition_bytes()) + " bytes" +
+         (s.compression().empty() ? "" : ", compressed as " + s.compression());
 }
 
 bool SameSpec(const proto::TensorSpec& a, const proto::TensorSpec& b) {
-  return a.dtype() == b.dtype() && a.num_elements() == b.num_elements() && a.partition_bytes() == b.partition_bytes();
+  return a.dtype() == b.dtype() && a.num_elements() == b.num_elements() && a.partition_bytes() == b.partition_bytes() &&
+         a.compression() == b.compression();
+}
+
+// Why a tensor cannot travel in the compression it was declared with, or empty.
+std::string RefuseCompression(const proto::TensorSpec& s) {
+  if (s.compression().empty()) return "";
+  auto spec = compression::ParseSpec(s.compression());
+  if (!spec.ok()) return spec.status().message();
+  auto dtype = DTypeFromWire(s.dtype());
+  if (!dtype.ok()) return dtype.status().message();
+  if (Status st = compression::CheckDType(*spec, *dtype); !st.ok()) return st.message();
+  return "";
 }
 
 }  // namespace
@@ -30,6 +44,8 @@ void Scheduler::OnDeclare(const Message& m) {
   auto [it, fresh] = tensors_.try_emplace(spec.name());
   TensorEntry& t = it->second;
   if (fresh) {
+    if (std::string why = RefuseCompression(spec); !why.empty())
+      return AbortJob("tensor '" + spec.name() + "' declared by " + Describe(sender) + ": " + why, sender);
     t.spec = spec;
     t.id = next_tensor_id_++;
     auto chunks = placement_->Place(t.id, spec);
@@ -75,6 +91,7 @@ void Scheduler::PlaceDeclared(TensorEntry& t) {
     for (auto& [server, placement] : by_server) {
       placement.set_tensor_id(t.id);
       placement.set_name(t.spec.name());
+      placement.set_compression(t.spec.compression());
       t.unacknowledged.insert(server);
       Message m = MakeMessage(proto::PLACEMENT, kSchedulerId);
       *m.header.mutable_declare_reply() = std::move(placement);

@@ -44,9 +44,9 @@ KeyStore::KeyStore(KeyStoreOptions options, SummationEngine* engine, BufferPool*
 
 KeyStore::~KeyStore() = default;
 
-void KeyStore::Place(uint64_t key, uint64_t bytes) {
+void KeyStore::Place(uint64_t key, uint64_t bytes, compression::Spec form) {
   MutexLock lock(map_mu_);
-  placed_[key] = bytes;
+  placed_[key] = Placed{bytes, form};
 }
 
 size_t KeyStore::num_keys() const {
@@ -158,7 +158,7 @@ KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out
     MutexLock lock(map_mu_);
     auto it = keys_.find(m.header.key());
     if (it == keys_.end()) {
-      uint64_t placed_bytes = 0;
+      Placed placed_as;
       if (options_.require_placement) {
         auto placed = placed_.find(m.header.key());
         if (placed == placed_.end()) {
@@ -166,14 +166,18 @@ KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out
                                            " is not placed on this server (no declared tensor has it)"));
           return nullptr;
         }
-        placed_bytes = placed->second;
+        placed_as = placed->second;
       }
       // Without a placement, a pull may overtake the first push of a key:
       // its size is then learned from that push.
       auto fresh = std::make_unique<KeyState>();
       fresh->id = m.header.key();
-      fresh->dtype = dtype;
-      fresh->bytes = placed_bytes;
+      // A compressed key holds fp32 values (the scheduler refuses others):
+      // requests of any other dtype are refused below.
+      fresh->dtype = placed_as.form.kind != compression::Kind::kNone ? DType::kFloat32 : dtype;
+      fresh->bytes = placed_as.bytes;
+      fresh->form = placed_as.form;
+      if (fresh->compressed()) fresh->feedback = std::make_unique<compression::ErrorFeedback>(placed_as.form);
       it = keys_.emplace(m.header.key(), std::move(fresh)).first;
     }
     state = it->second.get();
@@ -184,9 +188,18 @@ KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out
                                      proto::Op_Name(m.header.op()) + " is " + DTypeName(dtype)));
     return nullptr;
   }
-  if (is_push && m.header.byte_length() != state->bytes) {
+  if (is_push && m.header.byte_length() != state->PushBytes()) {
     out->push_back(ErrorReply(m, "push of " + std::to_string(m.header.byte_length()) + " bytes to a key of " +
-                                     std::to_string(state->bytes) + " bytes"));
+                                     std::to_string(state->bytes) + " bytes" +
+                                     (state->compressed() ? " compressed as " + state->form.Name() + " to " +
+                                                                std::to_string(state->PushBytes()) + " bytes"
+                                                          : "")));
+    return nullptr;
+  }
+  if (state->compressed() && !(m.header.flags() & proto::FLAG_WHOLE_ROUND) &&
+      (options_.async || options_.ssp_staleness)) {
+    out->push_back(ErrorReply(m, "a compressed key is summed in whole rounds (bsp) only; this server keeps running "
+                                 "values (async or ssp)"));
     return nullptr;
   }
   return state;
@@ -222,11 +235,15 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
                                         std::to_string(number)));
     return;
   }
-  round.pushed[rank] = true;
-  round.average = round.average || (push.header.flags() & proto::FLAG_AVERAGE);
   const Buffer& payload = push.payloads.front();
   const size_t elements = key.bytes / DTypeSize(key.dtype);
-  if (options_.num_workers == 1 && (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)) {
+  if (key.compressed()) {
+    if (Status taken = TakeCompressed(key, round, rank, payload); !taken.ok()) {
+      if (round.pushes == 0 && round.waiting.empty()) key.rounds.erase(number);
+      out->push_back(ErrorReply(push, taken.message()));
+      return;
+    }
+  } else if (options_.num_workers == 1 && (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)) {
     // The only push is the sum, and its reply is made in this very call
     // (it may then wait for the worker's reply window): nothing is ever written into it (no second push, no averaging), so
     // even a view of the sender's memory (shared memory, loopback) serves as
@@ -245,12 +262,14 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   } else {
     engine_->SumInto(key.dtype, round.sum.mutable_data(), ElementAligned(payload, key.dtype).data(), elements);
   }
+  round.pushed[rank] = true;
+  round.average = round.average || (push.header.flags() & proto::FLAG_AVERAGE);
   ++round.pushes;
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
     round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id(), rank, push.header.priority()});
   if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
   if (round.pushes < options_.num_workers) return ReportIfOrphaned(key, number, round);
-  Complete(key, round);
+  Complete(key, number, round);
   std::vector<Waiter> waiting = std::move(round.waiting);
   for (const Waiter& w : waiting) {
     // Answer erases the round after its last pull; stop touching it then.
@@ -260,7 +279,32 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   }
 }
 
-void KeyStore::Complete(KeyState& key, Round& round) {
+Status KeyStore::TakeCompressed(KeyState& key, Round& round, int rank, const Buffer& payload) {
+  const size_t n = key.bytes / sizeof(float);
+  const Buffer chunk = ElementAligned(payload, DType::kFloat32);  // the decoders read 4-byte aligned chunks
+  const auto* in = reinterpret_cast<const std::byte*>(chunk.data());
+  if (options_.deterministic) {
+    // Each worker's push decoded on its own, summed in rank order at completion.
+    Buffer decoded = pool_->Get(key.bytes);
+    SYNCLINE_RETURN_IF_ERROR(
+        compression::Decompress(key.form, in, chunk.size(), reinterpret_cast<float*>(decoded.mutable_data()), n));
+    if (round.by_rank.empty()) round.by_rank.resize(options_.num_workers);
+    round.by_rank[rank] = std::move(decoded);
+    return Status::Ok();
+  }
+  if (round.pushes == 0) {
+    Buffer sum = pool_->Get(key.bytes);
+    SYNCLINE_RETURN_IF_ERROR(
+        compression::Decompress(key.form, in, chunk.size(), reinterpret_cast<float*>(sum.mutable_data()), n));
+    round.sum = std::move(sum);
+    return Status::Ok();
+  }
+  // Decoded straight into the sum; a chunk that does not decode leaves it untouched.
+  return compression::DecompressAdd(key.form, in, chunk.size(), 1.0f, reinterpret_cast<float*>(round.sum.mutable_data()),
+                                    n);
+}
+
+void KeyStore::Complete(KeyState& key, uint64_t number, Round& round) {
   const size_t elements = key.bytes / DTypeSize(key.dtype);
   if (options_.deterministic && !round.by_rank.empty()) {
     round.sum = pool_->Get(key.bytes);
@@ -271,6 +315,17 @@ void KeyStore::Complete(KeyState& key, Round& round) {
   }
   if (round.average && options_.num_workers > 1)
     engine_->Scale(key.dtype, round.sum.mutable_data(), elements, 1.0 / options_.num_workers);
+  if (key.compressed()) {
+    // Every pull of the round gets the same compressed sum; what it lost goes
+    // into the next round's (the key's error feedback).
+    Buffer wire = pool_->Get(key.PushBytes());
+    const uint64_t seed = key.id * 0x9E3779B97F4A7C15ull ^ number;
+    Status st = key.feedback->Compress(reinterpret_cast<const float*>(round.sum.data()), elements, seed,
+                                       reinterpret_cast<std::byte*>(wire.mutable_data()));
+    // The form and size were checked when the key was placed: this cannot fail.
+    if (!st.ok()) SYNCLINE_LOG_ERROR("compressing the sum of key {} round {}: {}", key.id, number, st.message());
+    round.sum = std::move(wire);
+  }
   round.complete = true;
   if (options_.on_round_complete) options_.on_round_complete();
 }

@@ -12,6 +12,12 @@
 // the number of workers. In both, a request flagged FLAG_WHOLE_ROUND (a
 // broadcast) takes a round summed as in sync mode.
 //
+// A key placed with a compression (Place) takes pushes in that form, sync
+// rounds only: each push is decoded into the round's fp32 sum as it arrives
+// (in deterministic mode, into its own buffer, summed in rank order at
+// completion), and the complete sum is compressed once, with the key's own
+// error feedback, for every pull of the round.
+//
 // Thread-safety: calls for one key must not run concurrently (the server
 // runs each key on one SerialLanes lane); calls for different keys may.
 #pragma once
@@ -27,6 +33,8 @@
 #include "common/buffer.h"
 #include "common/dtype.h"
 #include "common/mutex.h"
+#include "compression/compressor.h"
+#include "compression/error_feedback.h"
 #include "server/round_clock.h"
 #include "summation/engine.h"
 #include "transport/transport.h"
@@ -76,8 +84,9 @@ class KeyStore {
   // `pull`: a validated PULL; appends the reply if the round is complete.
   void Pull(const Message& pull, int rank, std::vector<Reply>* out);
 
-  // The scheduler placed `key` of `bytes` on this server (a tensor was declared).
-  void Place(uint64_t key, uint64_t bytes);
+  // The scheduler placed `key` of `bytes` on this server (a tensor was
+  // declared); its pushes and sums travel in `form` (fp32 keys only).
+  void Place(uint64_t key, uint64_t bytes, compression::Spec form = {});
 
   size_t num_keys() const;
   std::vector<uint64_t> keys() const;
@@ -126,6 +135,15 @@ class KeyStore {
     Buffer value;                                // async and ssp modes: the running sum
     std::unique_ptr<RoundClock> clock;           // ssp mode: the rounds each worker pushed
     std::vector<std::pair<uint64_t, Waiter>> stale_reads;  // ssp mode: (round, pull) waiting for the clock
+    compression::Spec form;                      // kNone: pushes and sums travel as they are
+    std::unique_ptr<compression::ErrorFeedback> feedback;  // compressed keys: what the sums sent so far lost
+    bool compressed() const { return form.kind != compression::Kind::kNone; }
+    // The bytes a push carries: the key's, or their compressed form.
+    size_t PushBytes() const { return compressed() ? compression::CompressedBytes(form, bytes / 4) : bytes; }
+  };
+  struct Placed {
+    uint64_t bytes = 0;
+    compression::Spec form;
   };
 
   // Finds or creates the key's state; an error reply if the message does not match it.
@@ -142,7 +160,10 @@ class KeyStore {
   // Ssp mode: calls on_orphaned_round for a waiting pull that needs a push of
   // an absent worker.
   void ReportIfStaleReadOrphaned(const KeyState& key);
-  void Complete(KeyState& key, Round& round);
+  // Takes a compressed push into the round (see the header comment); an
+  // error, with the round unchanged, if the chunk is not the key's form.
+  Status TakeCompressed(KeyState& key, Round& round, int rank, const Buffer& payload);
+  void Complete(KeyState& key, uint64_t number, Round& round);
   // Answers one pull of a complete round; drops the round once all workers have theirs.
   void Answer(KeyState& key, uint64_t round_number, Round& round, const Waiter& w, std::vector<Reply>* out);
   // The PULL_REPLY carrying `value` (shared, not copied) to pull `w` of round `number`.
@@ -162,7 +183,7 @@ class KeyStore {
   BufferPool* const pool_;
   mutable Mutex map_mu_;  // guards the map itself, not the states
   std::unordered_map<uint64_t, std::unique_ptr<KeyState>> keys_ GUARDED_BY(map_mu_);
-  std::unordered_map<uint64_t, uint64_t> placed_ GUARDED_BY(map_mu_);  // key -> bytes
+  std::unordered_map<uint64_t, Placed> placed_ GUARDED_BY(map_mu_);
   // Absent workers, by rank; absent_count_ is a fast "none absent" for every push.
   std::atomic<int> absent_count_{0};
   mutable Mutex absent_mu_;

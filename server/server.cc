@@ -52,8 +52,20 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
   client_.SetWorkerFinishedHandler([this](int rank) { OnWorkerFinished(rank); });
   client_.SetWorkerAtBarrierHandler([this](const proto::WorkerAtBarrier& note) { OnWorkerAtBarrier(note); });
   client_.SetPlacementHandler([this](const proto::DeclareReply& placement) {
+    compression::Spec form;  // none
+    if (!placement.compression().empty()) {
+      auto parsed = compression::ParseSpec(placement.compression());
+      if (!parsed.ok()) {
+        // The scheduler refuses such declarations: its keys stay unplaced
+        // here, and their pushes are refused with the reason.
+        SYNCLINE_LOG_ERROR("tensor '{}' placed with compression '{}': {}", placement.name(),
+                           placement.compression(), parsed.status().message());
+        return;
+      }
+      form = *parsed;
+    }
     for (const proto::ChunkPlacement& c : placement.chunks())
-      if (c.server_id() == client_.my_id()) store_.Place(c.key(), c.length_bytes());
+      if (c.server_id() == client_.my_id()) store_.Place(c.key(), c.length_bytes(), form);
   });
   runtime_.AddCommonMetrics();
   metrics_.AddCollector("syncline_keys", "Keys this server holds",

@@ -38,22 +38,26 @@ void KvClient::Send(ChunkTask&& chunk) {
   m.header.set_key(chunk.key);
   m.header.set_round(chunk.round);
   m.header.set_dtype(DTypeToWire(chunk.dtype));
-  m.header.set_byte_length(chunk.length);
   m.header.set_request_id(request);
   m.header.set_priority(chunk.priority);
   m.header.set_flags(proto::FLAG_PULL_AFTER_PUSH | proto::FLAG_ACK_PUSH |
                      (chunk.average ? proto::FLAG_AVERAGE : 0) | (chunk.whole_round ? proto::FLAG_WHOLE_ROUND : 0));
-  std::optional<Buffer> view = chunk.op->SendView(chunk.index);
+  // A compressed chunk's randomk indices differ by worker, key and round.
+  const uint64_t seed = (chunk.key * 0x9E3779B97F4A7C15ull) ^ (chunk.round << 20) ^ uint64_t(control_->my_rank());
+  std::optional<Buffer> view = chunk.op->SendView(chunk.index, seed);
+  uint64_t sent_bytes = 0;
   // Registered first, so an abort's FailAll either sees this chunk or has
   // already marked the job unhealthy.
   Status st = view ? control_->health() : Aborted("the push_pull already failed");
   if (st.ok()) {
+    sent_bytes = view->size();
+    m.header.set_byte_length(sent_bytes);
     m.payloads.push_back(std::move(*view));
     st = endpoint_->Send(chunk.server, std::move(m), Deadline::AfterMs(request_timeout_ms_));
   }
   if (st.ok()) {
     traffic_.pushed_chunks.Add();
-    traffic_.pushed_bytes.Add(double(chunk.length));
+    traffic_.pushed_bytes.Add(double(sent_bytes));
     return;
   }
   uint64_t credit = 0;

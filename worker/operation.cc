@@ -5,12 +5,14 @@
 namespace syncline {
 
 Operation::Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
-                     std::vector<uint64_t> chunk_lengths, DoneCallback on_done, uint8_t* output)
+                     std::vector<uint64_t> chunk_lengths, DoneCallback on_done, uint8_t* output,
+                     std::shared_ptr<ChunkCodec> codec)
     : name_(std::move(tensor_name)),
       data_(data),
       output_(output != nullptr ? output : data),
       offsets_(std::move(chunk_offsets)),
       lengths_(std::move(chunk_lengths)),
+      codec_(std::move(codec)),
       chunks_(offsets_.size()),
       remaining_(offsets_.size()),
       on_done_(std::move(on_done)) {
@@ -24,7 +26,8 @@ Operation::DoneCallback Operation::TakeDoneLocked(Status* status) {
   return std::move(on_done_);
 }
 
-std::optional<Buffer> Operation::SendView(size_t i) {
+std::optional<Buffer> Operation::SendView(size_t i, uint64_t seed) {
+  if (codec_) return Encode(i, seed);
   {
     MutexLock lock(mu_);
     if (error_) return std::nullopt;
@@ -35,6 +38,33 @@ std::optional<Buffer> Operation::SendView(size_t i) {
   auto self = shared_from_this();
   std::shared_ptr<const void> owner(data_ + offsets_[i], [self, i](const void*) { self->OnReleased(i); });
   return Buffer(data_ + offsets_[i], lengths_[i], std::move(owner));
+}
+
+std::optional<Buffer> Operation::Encode(size_t i, uint64_t seed) {
+  {
+    MutexLock lock(mu_);
+    if (error_) return std::nullopt;
+  }
+  Result<Buffer> encoded = codec_->Encode(i, reinterpret_cast<const float*>(data_ + offsets_[i]), seed);
+  Buffer done_with;
+  DoneCallback done;
+  Status status;
+  {
+    MutexLock lock(mu_);
+    if (!encoded.ok()) {
+      if (!error_ && remaining_ > 0)
+        error_ = encoded.status().WithContext("compressing chunk " + std::to_string(i) + " of tensor '" + name_ + "'");
+    } else {
+      chunks_[i].released = true;  // the pushed bytes are the encoded copy's
+      MaybeFinishLocked(i, &done_with);
+    }
+    done = TakeDoneLocked(&status);
+    cv_.NotifyAll();
+  }
+  done_with = Buffer();
+  RunDone(std::move(done), status);
+  if (!encoded.ok()) return std::nullopt;
+  return std::move(encoded).value();
 }
 
 void Operation::OnReleased(size_t i) {
@@ -59,9 +89,11 @@ void Operation::OnReply(size_t i, Buffer payload) {
   {
     MutexLock lock(mu_);
     if (error_ || chunks_[i].finished || chunks_[i].reply) return;
-    if (payload.size() != lengths_[i]) {
+    const uint64_t expected = codec_ ? codec_->WireBytes(i) : lengths_[i];
+    if (payload.size() != expected) {
       error_ = Internal("tensor '" + name_ + "': chunk " + std::to_string(i) + " came back with " +
-                        std::to_string(payload.size()) + " bytes instead of " + std::to_string(lengths_[i]));
+                        std::to_string(payload.size()) + " bytes instead of " + std::to_string(expected) +
+                        (codec_ ? " (compressed as " + codec_->form().Name() + ")" : ""));
     } else {
       chunks_[i].reply = std::move(payload);
       MaybeFinishLocked(i, &done_with);
@@ -79,9 +111,19 @@ void Operation::MaybeFinishLocked(size_t i, Buffer* done_with) {
   // A one-worker job on an in-process transport: the server's sum is the
   // very view this chunk pushed, so the result is in place already, and the
   // reply itself holds the push's release back.
-  const bool in_place = c.reply->data() == data_ + offsets_[i];
+  const bool in_place = !codec_ && c.reply->data() == data_ + offsets_[i];
   if (!in_place && !c.released) return;
-  if (!in_place || output_ != data_) std::memcpy(output_ + offsets_[i], c.reply->data(), lengths_[i]);
+  if (codec_) {
+    Status decoded = codec_->Decode(i, *c.reply, reinterpret_cast<float*>(output_ + offsets_[i]));
+    if (!decoded.ok()) {
+      error_ = decoded.WithContext("tensor '" + name_ + "': the sum of chunk " + std::to_string(i));
+      *done_with = std::move(*c.reply);
+      c.reply.reset();
+      return;
+    }
+  } else if (!in_place || output_ != data_) {
+    std::memcpy(output_ + offsets_[i], c.reply->data(), lengths_[i]);
+  }
   *done_with = std::move(*c.reply);
   c.reply.reset();
   c.finished = true;

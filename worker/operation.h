@@ -4,6 +4,8 @@
 // A chunk's result is copied in only after the transport has released the
 // pushed bytes, so a reply can never overwrite memory still being sent
 // (unless the reply is those very bytes: then nothing is copied).
+// A compressed tensor's chunks (a ChunkCodec) are encoded when they are sent
+// and their sums decoded into place instead.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -20,6 +22,7 @@
 #include "common/deadline.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "worker/chunk_codec.h"
 
 namespace syncline {
 
@@ -33,13 +36,17 @@ class Operation : public std::enable_shared_from_this<Operation> {
 
   // `data`: the caller's tensor; `chunk_offsets/lengths` in bytes; the sums
   // are written into `output` (of the same size), or into `data` if null.
+  // `codec`: the tensor is compressed (fp32 chunks), as it says.
   Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
-            std::vector<uint64_t> chunk_lengths, DoneCallback on_done = nullptr, uint8_t* output = nullptr);
+            std::vector<uint64_t> chunk_lengths, DoneCallback on_done = nullptr, uint8_t* output = nullptr,
+            std::shared_ptr<ChunkCodec> codec = nullptr);
 
   // The bytes of chunk `i`, as a Buffer whose release (when the transport
   // is done with it) is reported to this operation; none once the operation
   // failed (its caller may already have been told the memory is free).
-  std::optional<Buffer> SendView(size_t i);
+  // Compressed: the chunk encoded now into a buffer of its own (`seed`
+  // chooses randomk's indices), and the tensor's chunk is released at once.
+  std::optional<Buffer> SendView(size_t i, uint64_t seed = 0);
   // The sum for chunk `i` arrived.
   void OnReply(size_t i, Buffer payload);
   // The operation failed (server error, abort, send failure); first failure wins.
@@ -66,6 +73,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
     bool finished = false;
   };
   void OnReleased(size_t i);
+  // SendView of a compressed chunk.
+  std::optional<Buffer> Encode(size_t i, uint64_t seed);
   // Writes the reply of chunk `i` back if both halves are in.
   // The spent reply goes to `*done_with`, for the caller to drop unlocked.
   void MaybeFinishLocked(size_t i, Buffer* done_with) REQUIRES(mu_);
@@ -81,6 +90,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   uint8_t* const data_;
   uint8_t* const output_;
   const std::vector<uint64_t> offsets_, lengths_;
+  const std::shared_ptr<ChunkCodec> codec_;  // null: chunks travel as they are
   uint64_t bytes_ = 0;
   const Clock::time_point started_ = Clock::now();
   mutable Mutex mu_;

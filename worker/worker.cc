@@ -26,6 +26,8 @@ Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings, std::un
                                                std::unique_ptr<ChunkScheduler> chunk_scheduler) {
   if (settings.role != Role::kWorker) return InvalidArgument("settings name the role " + std::string(RoleName(settings.role)) + ", not worker");
   SYNCLINE_RETURN_IF_ERROR(settings.Validate());
+  if (auto form = compression::ParseSpec(settings.compression); !form.ok())
+    return form.status().WithContext("SYNCLINE_COMPRESSION");
   if (!chunk_scheduler) chunk_scheduler = std::make_unique<SendAtOnce>();
   std::unique_ptr<Worker> worker(
       new Worker(settings, std::move(endpoint), scheduler_address, std::move(chunk_scheduler)));
@@ -131,15 +133,51 @@ Status Worker::Start(const std::string& listen_address) {
   return Status::Ok();
 }
 
-Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t num_elements) {
+Result<compression::Spec> Worker::ChooseCompression(const std::string& name, DType dtype, uint64_t num_elements,
+                                                     const DeclareOptions& options) const {
+  const bool job_wide = !options.compression.has_value();
+  const std::string& text = job_wide ? settings_.compression : *options.compression;
+  SYNCLINE_ASSIGN_OR_RETURN(compression::Spec form, compression::ParseSpec(text));
+  const std::string what = "tensor '" + name + "' compressed as " + form.Name();
+  if (form.kind == compression::Kind::kNone) return form;
+  if (Status st = compression::CheckDType(form, dtype); !st.ok()) {
+    if (job_wide) return compression::Spec{};  // the job's setting is for its fp32 tensors
+    return st.WithContext(what);
+  }
+  if (num_elements * DTypeSize(dtype) < settings_.min_compress_bytes) return compression::Spec{};
+  if (settings_.sync_mode == "ssp" || settings_.sync_mode == "async")
+    return InvalidArgument(what + ": compressed tensors are summed in whole rounds (bsp or osp), and this job is " +
+                           settings_.sync_mode);
+  // The largest chunk must shrink (top-k sends an index per value).
+  const uint64_t chunk_values = std::min<uint64_t>(num_elements, settings_.LargestChunkBytes() / sizeof(float));
+  if (compression::CompressedBytes(form, chunk_values) >= chunk_values * sizeof(float))
+    return InvalidArgument(what + ": a chunk of " + std::to_string(chunk_values) + " values would grow to " +
+                           std::to_string(compression::CompressedBytes(form, chunk_values)) +
+                           " bytes; send a smaller fraction (below 0.5)");
+  return form;
+}
+
+void Worker::SetPlacement(Tensor& t, uint64_t partition, const proto::DeclareReply& reply) {
+  Placement& p = t.by_partition[partition];
+  p.chunks.assign(reply.chunks().begin(), reply.chunks().end());
+  if (t.compression.kind == compression::Kind::kNone) return;
+  std::vector<uint64_t> lengths;
+  for (const auto& c : p.chunks) lengths.push_back(c.length_bytes());
+  p.codec = std::make_shared<ChunkCodec>(t.compression, lengths);
+}
+
+Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t num_elements,
+                                 const DeclareOptions& options) {
   if (name.empty()) return InvalidArgument("a tensor needs a name");
+  SYNCLINE_ASSIGN_OR_RETURN(compression::Spec form, ChooseCompression(name, dtype, num_elements, options));
   {
     MutexLock lock(mu_);
     if (auto it = by_name_.find(name); it != by_name_.end()) {
       const Tensor& t = tensors_[it->second];
-      if (t.dtype == dtype && t.num_elements == num_elements) return it->second;
+      if (t.dtype == dtype && t.num_elements == num_elements && t.compression.Name() == form.Name()) return it->second;
       return InvalidArgument("tensor '" + name + "' was already declared as " + DTypeName(t.dtype) + "[" +
-                             std::to_string(t.num_elements) + "]");
+                             std::to_string(t.num_elements) + "]" +
+                             (t.compression.kind == compression::Kind::kNone ? "" : " compressed as " + t.compression.Name()));
     }
   }
   proto::TensorSpec spec;
@@ -147,6 +185,7 @@ Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t 
   spec.set_dtype(DTypeToWire(dtype));
   spec.set_num_elements(num_elements);
   spec.set_partition_bytes(settings_.partition_bytes);
+  if (form.kind != compression::Kind::kNone) spec.set_compression(form.Name());
   SYNCLINE_ASSIGN_OR_RETURN(proto::DeclareReply reply, client_.Declare(spec, DefaultDeadline()));
   MutexLock lock(mu_);
   if (reply.tensor_id() >= tensors_.size()) tensors_.resize(reply.tensor_id() + 1);
@@ -154,8 +193,9 @@ Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t 
   t.name = name;
   t.dtype = dtype;
   t.num_elements = num_elements;
+  t.compression = form;
   t.partition = settings_.partition_bytes;
-  t.by_partition[t.partition].chunks.assign(reply.chunks().begin(), reply.chunks().end());
+  SetPlacement(t, t.partition, reply);
   by_name_[name] = reply.tensor_id();
   return reply.tensor_id();
 }
@@ -182,11 +222,12 @@ Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
     spec.set_dtype(DTypeToWire(t.dtype));
     spec.set_num_elements(t.num_elements);
     spec.set_partition_bytes(partition_bytes);
+    if (t.compression.kind != compression::Kind::kNone) spec.set_compression(t.compression.Name());
   }
   SYNCLINE_ASSIGN_OR_RETURN(proto::DeclareReply reply, client_.Declare(spec, DefaultDeadline()));
   MutexLock lock(mu_);
   Tensor& t = tensors_[id];
-  t.by_partition[partition_bytes].chunks.assign(reply.chunks().begin(), reply.chunks().end());
+  SetPlacement(t, partition_bytes, reply);
   t.partition = partition_bytes;
   return Status::Ok();
 }
@@ -241,6 +282,9 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
     Placement& placement = tensor.by_partition[tensor.partition];
     if (data == nullptr && !placement.chunks.empty())
       return InvalidArgument("push_pull of '" + tensor.name + "' with no data");
+    if (placement.codec && options.whole_round)
+      return InvalidArgument("tensor '" + tensor.name + "' is compressed (" + tensor.compression.Name() +
+                             "): a broadcast through it would not be exact; broadcast a tensor declared uncompressed");
     const uint64_t round = placement.rounds++;
     std::vector<uint64_t> offsets, lengths;
     for (const auto& c : placement.chunks) {
@@ -248,7 +292,7 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
       lengths.push_back(c.length_bytes());
     }
     op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths,
-                                     Measured(options.on_done), static_cast<uint8_t*>(options.output));
+                                     Measured(options.on_done), static_cast<uint8_t*>(options.output), placement.codec);
     for (size_t i = 0; i < placement.chunks.size(); ++i) {
       const proto::ChunkPlacement& c = placement.chunks[i];
       chunks.push_back(ChunkTask{id, i, c.key(), c.server_id(), c.offset_bytes(), c.length_bytes(), round,

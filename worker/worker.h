@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -36,6 +37,7 @@
 #include "node/node_runtime.h"
 #include "transport/transport.h"
 #include "worker/chunk.h"
+#include "worker/chunk_codec.h"
 #include "worker/kv_client.h"
 #include "worker/operation.h"
 #include "worker/stall_watch.h"
@@ -58,6 +60,14 @@ struct PushPullOptions {
   bool whole_round = false;
 };
 
+struct DeclareOptions {
+  // How the tensor's chunks travel (compression/compressor.h ParseSpec:
+  // "none", "int8", "topk:0.01", ...); unset: the job's setting
+  // (SYNCLINE_COMPRESSION), which applies to fp32 tensors only. Either way
+  // a tensor below SYNCLINE_MIN_COMPRESS_BYTES travels uncompressed.
+  std::optional<std::string> compression;
+};
+
 class Worker {
  public:
   // Listens, registers with the scheduler and waits for the job to start.
@@ -78,7 +88,10 @@ class Worker {
   // Declares a tensor of `num_elements` elements of `dtype`. Every worker
   // declares it alike; returns when all have. A different declaration by
   // another worker aborts the job with an error naming the tensor.
-  Result<TensorId> Declare(const std::string& name, DType dtype, uint64_t num_elements);
+  // A compression the dtype cannot take, or one in ssp or async mode, is an
+  // InvalidArgument saying why.
+  Result<TensorId> Declare(const std::string& name, DType dtype, uint64_t num_elements,
+                           const DeclareOptions& options = {});
   // Starts summing the declared tensor `id` at `data` across all workers, in
   // place. With `average`, the sum is divided by the number of workers.
   // `data` must stay valid and untouched until the handle's Wait returns.
@@ -98,7 +111,8 @@ class Worker {
   std::vector<TensorId> TensorIds() const;
   Result<uint64_t> TensorBytes(TensorId id);
   // Copies `data` of worker `root` into `data` of every worker (blocking).
-  // In async and ssp modes too (its rounds are summed whole).
+  // In async and ssp modes too (its rounds are summed whole). Not on a
+  // compressed tensor (the copy would not be exact).
   Status Broadcast(TensorId id, void* data, int root);
   // Waits for this worker's operations in flight, then until every worker
   // reached this barrier.
@@ -132,6 +146,7 @@ class Worker {
   struct Placement {
     std::vector<proto::ChunkPlacement> chunks;
     uint64_t rounds = 0;  // push_pulls started on these keys so far
+    std::shared_ptr<ChunkCodec> codec;  // compressed tensors: their chunks' residuals
   };
   struct Tensor {
     std::string name;
@@ -139,7 +154,13 @@ class Worker {
     uint64_t num_elements = 0;
     uint64_t partition = 0;                      // the one push_pull uses now
     std::map<uint64_t, Placement> by_partition;  // every one used so far
+    compression::Spec compression;               // kNone: uncompressed
   };
+  // The compression a declaration of `name` ends up with (see Declare).
+  Result<compression::Spec> ChooseCompression(const std::string& name, DType dtype, uint64_t num_elements,
+                                              const DeclareOptions& options) const;
+  // Records the scheduler's placement of a tensor under one partition size.
+  void SetPlacement(Tensor& t, uint64_t partition, const proto::DeclareReply& reply) REQUIRES(mu_);
   Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,
          std::unique_ptr<ChunkScheduler> chunk_scheduler);
   // PushPull of host memory.

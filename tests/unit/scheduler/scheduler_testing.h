@@ -117,7 +117,9 @@ class SchedulerTest : public ::testing::Test {
     EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
     for (auto* j : joins) {
       EXPECT_TRUE(Ready(*j, 3000)) << "a node never heard that the job was aborted";
-      if (j->valid() && Ready(*j, 0)) EXPECT_EQ(j->get().code(), StatusCode::kAborted);
+      if (j->valid() && Ready(*j, 0)) {
+        EXPECT_EQ(j->get().code(), StatusCode::kAborted);
+      }
     }
     return st;
   }

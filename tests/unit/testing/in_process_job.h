@@ -42,6 +42,8 @@ class InProcessJob {
     bool shm = false;          // payloads through shared memory (all nodes share this process)
     uint64_t server_reply_window_bytes = Settings{}.server_reply_window_bytes;
     std::string trace_dir;     // set: workers trace steps 0-1 into it
+    std::string compression = "none";  // SYNCLINE_COMPRESSION
+    uint64_t min_compress_bytes = 0;   // SYNCLINE_MIN_COMPRESS_BYTES (tests: every tensor)
     // Makes each worker's chunk scheduler, given its rank (unset: SendAtOnce).
     std::function<std::unique_ptr<ChunkScheduler>(int rank)> chunk_scheduler;
   };
@@ -79,6 +81,8 @@ class InProcessJob {
     s.trace_dir = options_.trace_dir;
     s.trace_start_step = 0;
     s.trace_end_step = 1;
+    s.compression = options_.compression;
+    s.min_compress_bytes = options_.min_compress_bytes;
     return s;
   }
 
