@@ -31,7 +31,10 @@ def parse_args():
                         "start apart and broadcast_parameters must make them equal)")
     p.add_argument("--wrapper", choices=["optimizer", "ddp"], default="optimizer",
                    help="DistributedOptimizer (BytePS style) or the DistributedDataParallel wrapper")
-    p.add_argument("--fp16", action="store_true", help="push_pull gradients as float16")
+    p.add_argument("--fp16", action="store_true", help="push_pull gradients as float16 (as --compression fp16)")
+    p.add_argument("--compression", default="none",
+                   help="how gradients travel: none, fp16 (a cast in Python), or one libsyncline applies with error "
+                        "feedback: bf16, int8, onebit, topk:R, randomk:R (R: the fraction of values sent)")
     p.add_argument("--cross-iteration", action="store_true",
                    help="overlap each step's parameter updates with the next forward pass "
                         "(also SYNCLINE_CROSS_ITERATION=1)")
@@ -53,6 +56,16 @@ class DigitsNet(nn.Module):
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
         x = F.relu(self.fc1(x.flatten(1)))
         return self.fc2(x)
+
+
+def compressor(bps, name):
+    """bps.Compression's compressor called `name` ("int8", "topk:0.01", ...)."""
+    kind, _, ratio = name.partition(":")
+    if kind in ("topk", "randomk"):
+        return getattr(bps.Compression, kind)(float(ratio))
+    if not hasattr(bps.Compression, kind):
+        raise SystemExit(f"--compression {name}: not one of none, fp16, bf16, int8, onebit, topk:R, randomk:R")
+    return getattr(bps.Compression, kind)
 
 
 def load_data(seed):
@@ -82,7 +95,7 @@ def main():
     model = DigitsNet()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     if bps is not None:
-        compression = bps.Compression.fp16 if args.fp16 else bps.Compression.none
+        compression = compressor(bps, "fp16" if args.fp16 else args.compression)
         if args.wrapper == "ddp":
             model = bps.DistributedDataParallel(model, compression=compression)
         else:

@@ -69,6 +69,7 @@ def _load():
             "syncline_sync_mode": (ctypes.c_char_p, [p]),
             "syncline_osp_period": (i, [p]),
             "syncline_declare": (i, [p, ctypes.c_char_p, i, u64, ctypes.POINTER(u32)]),
+            "syncline_declare_compressed": (i, [p, ctypes.c_char_p, i, u64, ctypes.c_char_p, ctypes.POINTER(u32)]),
             "syncline_push_pull_async": (i, [p, u32, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
             "syncline_push_pull_to": (i, [p, u32, p, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
             "syncline_push_pull": (i, [p, u32, p, p, i, i64]),
@@ -171,9 +172,12 @@ class Worker:
             self._kernel_api = api
         return ctypes.addressof(self._kernel_api)
 
-    def declare(self, name, dtype, num_elements):
+    def declare(self, name, dtype, num_elements, compression=None):
+        """Declares a tensor; `compression` names its form ("none", "int8", ...; None: the job's)."""
         tensor_id = ctypes.c_uint32()
-        code = self._lib.syncline_declare(self._handle, name.encode(), dtype, num_elements, ctypes.byref(tensor_id))
+        form = None if compression is None else compression.encode()
+        code = self._lib.syncline_declare_compressed(self._handle, name.encode(), dtype, num_elements, form,
+                                                     ctypes.byref(tensor_id))
         _check(self._lib, code, f"declaring tensor '{name}'")
         return tensor_id.value
 

@@ -71,7 +71,7 @@ class Session:
         self.worker = _capi.Worker()
         self._lock = threading.Lock()
         self._declare_lock = threading.Lock()  # a name's check and declaration as one step
-        self._declared = {}  # name -> (dtype code, shape, tensor id)
+        self._declared = {}  # name -> (dtype code, shape, tensor id, compression)
         self._unnamed = 0
         self._posted = {}  # handle -> (op, result, input) of post_array, until wait_arrays
         self._outputs = {}  # (dtype, shape) -> output arrays for reuse (see output_array)
@@ -104,29 +104,31 @@ class Session:
         with self._lock:
             self._closers.append(close)
 
-    def tensor_id(self, name, dtype, shape):
-        """The id of tensor `name`, declaring it on first use (a collective: every worker declares it)."""
+    def tensor_id(self, name, dtype, shape, compression=None):
+        """The id of tensor `name`, declaring it on first use (a collective: every worker declares it).
+        `compression`: the form its chunks travel in ("none", "int8", "topk:0.01", ...; None: the
+        job's SYNCLINE_COMPRESSION, for float32 tensors)."""
         # Asked on every call: a name seen before with this dtype and shape is answered without
         # the lock (one dict read is atomic in CPython, and entries are never changed).
         known = self._declared.get(name)
-        if known is not None and known[0] == dtype and known[1] == shape:
+        if known is not None and known[0] == dtype and known[1] == shape and known[3] == compression:
             return known[2]
         shape = tuple(int(d) for d in shape)
-        known = self._known(name, dtype, shape)
+        known = self._known(name, dtype, shape, compression)
         if known is not None:
             return known
         # A new name: one declaration at a time (checked again under the lock), while
         # names already declared never wait behind it (a declaration waits for every worker).
         with self._declare_lock:
-            known = self._known(name, dtype, shape)
+            known = self._known(name, dtype, shape, compression)
             if known is not None:
                 return known
-            tensor_id = self.worker.declare(name, dtype, int(np.prod(shape, dtype=np.int64)))
+            tensor_id = self.worker.declare(name, dtype, int(np.prod(shape, dtype=np.int64)), compression)
             with self._lock:
-                self._declared[name] = (dtype, shape, tensor_id)
+                self._declared[name] = (dtype, shape, tensor_id, compression)
             return tensor_id
 
-    def _known(self, name, dtype, shape):
+    def _known(self, name, dtype, shape, compression):
         with self._lock:
             known = self._declared.get(name)
         if known is None:
@@ -136,6 +138,11 @@ class Session:
                 f"tensor name '{name}' was first used for a {_capi.DTYPE_NAMES[known[0]]} tensor of shape "
                 f"{list(known[1])} and now for a {_capi.DTYPE_NAMES[dtype]} tensor of shape {list(shape)}: "
                 "a name stands for one tensor; give the other one its own name")
+        if known[3] != compression:
+            def said(form):
+                return "the job's compression" if form is None else f"compression {form}"
+            raise ValueError(f"tensor name '{name}' was first used with {said(known[3])} and now with "
+                             f"{said(compression)}: a tensor travels in one form; give the other use its own name")
         return known[2]
 
     def push_pull_array(self, name, array, average, priority=0):
@@ -232,7 +239,7 @@ class Session:
         length = np.zeros(1, dtype=np.float64)
         if self.worker.rank == root:
             length[0] = len(data)
-        self.broadcast_array(self.tensor_id("syncline.bytes.length", _capi.FLOAT64, (1,)), length, root)
+        self.broadcast_array(self.tensor_id("syncline.bytes.length", _capi.FLOAT64, (1,), "none"), length, root)
         n = int(length[0])
         # Carried as 16-bit words in float32 elements: a sum with zeros keeps
         # every integer up to 65535 exact, where raw bytes read as floats would
@@ -246,7 +253,7 @@ class Session:
             raw = np.zeros(capacity, dtype=np.uint8)
             raw[:n] = np.frombuffer(data, dtype=np.uint8)
             words[:] = raw.view(np.uint16)
-        tensor_id = self.tensor_id(f"syncline.bytes.{capacity}", _capi.FLOAT32, (capacity // 2,))
+        tensor_id = self.tensor_id(f"syncline.bytes.{capacity}", _capi.FLOAT32, (capacity // 2,), "none")
         self.broadcast_array(tensor_id, words, root)
         return words.astype(np.uint16).view(np.uint8)[:n].tobytes()
 

@@ -328,7 +328,7 @@ def broadcast(tensor, root_rank, name=None):
     def run(array):
         buffer = np.array(array, copy=True, order="C")
         if floats:
-            tensor_id = session.tensor_id(name, _session.array_dtype(buffer), buffer.shape)
+            tensor_id = session.tensor_id(name, _session.array_dtype(buffer), buffer.shape, "none")  # exact
             session.broadcast_array(tensor_id, buffer, root_rank)
             return buffer
         data = session.broadcast_bytes(buffer.tobytes() if session.worker.rank == root_rank else b"", root_rank)

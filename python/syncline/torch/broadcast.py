@@ -20,7 +20,7 @@ def broadcast_tensor_(tensor, root_rank, name):
         if tensor.dtype in ops.SUPPORTED_DTYPES:
             direct = not tensor.is_cuda and tensor.is_contiguous()
             buffer = tensor.detach() if direct else tensor.detach().cpu().contiguous()
-            tensor_id = session.tensor_id(name, ops.wire_dtype(buffer.dtype), buffer.shape)
+            tensor_id = session.tensor_id(name, ops.wire_dtype(buffer.dtype), buffer.shape, "none")  # exact
             session.worker.broadcast(tensor_id, buffer.data_ptr(), root_rank)
             if not direct:
                 tensor.copy_(buffer)

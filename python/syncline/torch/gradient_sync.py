@@ -13,6 +13,7 @@ import weakref
 import torch
 
 from syncline import _session
+from syncline.compression import native_form
 from syncline.torch import ops
 
 
@@ -78,7 +79,7 @@ class GradientSync:
         # Declared up front, in the same order on every worker (declaring is a collective).
         for name, p in self._params:
             dtype = compression.wire_dtype(p.dtype)
-            session.tensor_id(name, ops.wire_dtype(dtype), p.shape)
+            session.tensor_id(name, ops.wire_dtype(dtype), p.shape, native_form(compression))
         self._name_of = {id(p): name for name, p in self._params}
         self._priority = {id(p): -(len(self._params) + i) for i, (_, p) in enumerate(self._params)}
         self._forward = ForwardOrder([p for _, p in self._params])

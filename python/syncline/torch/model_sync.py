@@ -32,6 +32,7 @@ import time
 import torch
 
 from syncline import _session
+from syncline.compression import native_form
 from syncline.torch import ops
 from syncline.torch.broadcast import broadcast_tensor_
 
@@ -47,7 +48,7 @@ def declare_parameters(named_parameters, compression, prefix):
             seen.add(id(p))
             params.append((prefix + name, p))
     for name, p in params:
-        session.tensor_id(name, ops.wire_dtype(compression.wire_dtype(p.dtype)), p.shape)
+        session.tensor_id(name, ops.wire_dtype(compression.wire_dtype(p.dtype)), p.shape, native_form(compression))
     return params
 
 

@@ -12,6 +12,7 @@ import torch
 
 from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
+from syncline.compression import native_form
 from syncline.torch.compression import Compression
 
 _DTYPES = {
@@ -125,7 +126,7 @@ def _post(tensor, output, average, name, priority, compression, model_change=Fal
             buffer = buffer.clone()
     if buffer.is_cuda:
         torch.cuda.current_stream(buffer.device).synchronize()
-    tensor_id = session.tensor_id(name, code, buffer.shape)
+    tensor_id = session.tensor_id(name, code, buffer.shape, native_form(compression))
     op = session.worker.push_pull_async(tensor_id, buffer.data_ptr(), average, priority)
     return _handles.add(_Pending(op, buffer, output, ctx, compression))
 
