@@ -30,7 +30,7 @@ bool CreditScheduler::After(const ChunkTask& a, const ChunkTask& b) const {
 
 bool CreditScheduler::CanAdmitLocked() const {
   if (queue_.empty()) return false;
-  return in_flight_ == 0 || credit_ == 0 || in_flight_ + queue_.front().length <= credit_;
+  return in_flight_ == 0 || credit_ == 0 || in_flight_ + queue_.front().WireBytes() <= credit_;
 }
 
 void CreditScheduler::Post(std::vector<ChunkTask> chunks) {
@@ -114,7 +114,7 @@ void CreditScheduler::AdmitLoop() {
       std::pop_heap(queue_.begin(), queue_.end(), HeapOrder());
       next = std::move(queue_.back());
       queue_.pop_back();
-      in_flight_ += next.length;
+      in_flight_ += next.WireBytes();
       peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
     }
     admit_(std::move(next));

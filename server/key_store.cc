@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "common/log_limiter.h"
 #include "common/logging.h"
@@ -45,6 +46,12 @@ KeyStore::KeyStore(KeyStoreOptions options, SummationEngine* engine, BufferPool*
 KeyStore::~KeyStore() = default;
 
 void KeyStore::Place(uint64_t key, uint64_t bytes, compression::Spec form) {
+  if (form.kind != compression::Kind::kNone &&
+      (bytes % sizeof(float) != 0 || bytes / sizeof(float) > std::numeric_limits<uint32_t>::max())) {
+    // Not fp32 values a chunk can hold: the key stays unplaced, its requests refused.
+    SYNCLINE_LOG_ERROR("key {} of {} bytes cannot travel compressed as {}", key, bytes, form.Name());
+    return;
+  }
   MutexLock lock(map_mu_);
   placed_[key] = Placed{bytes, form};
 }
@@ -322,8 +329,12 @@ void KeyStore::Complete(KeyState& key, uint64_t number, Round& round) {
     const uint64_t seed = key.id * 0x9E3779B97F4A7C15ull ^ number;
     Status st = key.feedback->Compress(reinterpret_cast<const float*>(round.sum.data()), elements, seed,
                                        reinterpret_cast<std::byte*>(wire.mutable_data()));
-    // The form and size were checked when the key was placed: this cannot fail.
-    if (!st.ok()) SYNCLINE_LOG_ERROR("compressing the sum of key {} round {}: {}", key.id, number, st.message());
+    // The form and size were checked when the key was placed: this should not
+    // fail; if it does, the reply is zeros, which no worker decodes (it names the error).
+    if (!st.ok()) {
+      SYNCLINE_LOG_ERROR("compressing the sum of key {} round {}: {}", key.id, number, st.message());
+      std::memset(wire.mutable_data(), 0, wire.size());
+    }
     round.sum = std::move(wire);
   }
   round.complete = true;

@@ -85,7 +85,8 @@ class KeyStore {
   void Pull(const Message& pull, int rank, std::vector<Reply>* out);
 
   // The scheduler placed `key` of `bytes` on this server (a tensor was
-  // declared); its pushes and sums travel in `form` (fp32 keys only).
+  // declared); its pushes and sums travel in `form` (fp32 keys only: a
+  // compressed key whose bytes are not a chunk of floats is not placed).
   void Place(uint64_t key, uint64_t bytes, compression::Spec form = {});
 
   size_t num_keys() const;

@@ -57,7 +57,7 @@ Server::Server(Settings settings, std::unique_ptr<Endpoint> endpoint, std::strin
       auto parsed = compression::ParseSpec(placement.compression());
       if (!parsed.ok()) {
         // The scheduler refuses such declarations: its keys stay unplaced
-        // here, and their pushes are refused with the reason.
+        // here, and their pushes are refused as not placed.
         SYNCLINE_LOG_ERROR("tensor '{}' placed with compression '{}': {}", placement.name(),
                            placement.compression(), parsed.status().message());
         return;

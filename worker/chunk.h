@@ -30,7 +30,7 @@ struct ChunkTask {
   uint64_t key = 0;          // the key the servers sum it under
   int32_t server = -1;       // node id of the owning server
   uint64_t offset = 0;       // in bytes, within the tensor
-  uint64_t length = 0;       // in bytes
+  uint64_t length = 0;       // in bytes, within the tensor
   uint64_t round = 0;        // the tensor's push_pull count
   DType dtype = DType::kFloat32;
   bool average = false;
@@ -42,6 +42,11 @@ struct ChunkTask {
   std::shared_ptr<Operation> op;  // the push_pull this chunk belongs to
   int64_t posted_us = 0;          // when it became ready (Timeline clock; set while tracing)
   bool whole_round = false;       // PushPullOptions::whole_round
+  // Bytes it takes on the wire, each way, where that differs from `length`
+  // (a compressed tensor); 0: `length`. The credit counts these.
+  uint64_t wire_length = 0;
+
+  uint64_t WireBytes() const { return wire_length != 0 ? wire_length : length; }
 };
 
 class ChunkScheduler {
@@ -54,7 +59,7 @@ class ChunkScheduler {
   virtual void Start(Admit admit) = 0;
   // The chunks of one push_pull, ready to go.
   virtual void Post(std::vector<ChunkTask> chunks) = 0;
-  // `bytes` of admitted chunks no longer count against the credit: the
+  // `bytes` (WireBytes) of admitted chunks no longer count against the credit: the
   // server took their pushes, or they ended otherwise (error, failure). Each
   // admitted chunk's bytes come back exactly once, possibly summed with others'.
   virtual void Release(uint64_t bytes) = 0;

@@ -1,12 +1,14 @@
 // ChunkCodec: how the chunks of one compressed tensor travel (issue 32). A
-// push encodes its chunk together with that chunk's residual (error
-// feedback: what earlier pushes of the chunk did not carry) into a fresh
-// buffer, so the caller's tensor is read once and not held by the
-// transport; the servers' compressed sum is decoded straight into place.
-// One codec serves one placement of a tensor (one set of keys).
+// push encodes its chunk together with that part of the tensor's residual
+// (error feedback: what earlier pushes did not carry) into a fresh buffer, so
+// the caller's tensor is read once and not held by the transport; the
+// servers' compressed sum is decoded straight into place. One codec serves
+// one placement of a tensor (one set of keys and chunk boundaries); the
+// residual belongs to the tensor and is shared by all its placements, so a
+// repartition keeps what was not sent yet.
 //
-// Thread-safety: every method may be called from any thread; pushes of one
-// chunk encode one at a time, in the order they are admitted.
+// Thread-safety: every method may be called from any thread; encodes of one
+// tensor run one at a time, in the order they are admitted.
 #pragma once
 
 #include <cstdint>
@@ -17,14 +19,26 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "compression/compressor.h"
-#include "compression/error_feedback.h"
 
 namespace syncline {
 
+// What a compressed tensor's pushes have not carried yet, per value.
+class Residual {
+ public:
+  explicit Residual(uint64_t num_values) : values_(num_values, 0.0f) {}
+
+ private:
+  friend class ChunkCodec;
+  Mutex mu_;
+  std::vector<float> values_ GUARDED_BY(mu_);
+};
+
 class ChunkCodec {
  public:
-  // `form` is not kNone; one residual per chunk of the given byte lengths (fp32).
-  ChunkCodec(compression::Spec form, const std::vector<uint64_t>& chunk_lengths);
+  // `form` is not kNone; chunks at these byte offsets and lengths of an fp32
+  // tensor whose residual is `residual`.
+  ChunkCodec(compression::Spec form, const std::vector<uint64_t>& chunk_offsets,
+             const std::vector<uint64_t>& chunk_lengths, std::shared_ptr<Residual> residual);
 
   const compression::Spec& form() const { return form_; }
   // The bytes chunk `i` travels in, each way.
@@ -38,13 +52,12 @@ class ChunkCodec {
 
  private:
   struct Chunk {
-    explicit Chunk(compression::Spec form, size_t values) : values(values), feedback(form) {}
-    const size_t values;
-    Mutex mu;
-    compression::ErrorFeedback feedback GUARDED_BY(mu);
+    size_t first = 0;   // index of its first value in the tensor
+    size_t values = 0;
   };
   const compression::Spec form_;
-  std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::vector<Chunk> chunks_;
+  const std::shared_ptr<Residual> residual_;
 };
 
 }  // namespace syncline

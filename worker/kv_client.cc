@@ -31,7 +31,7 @@ void KvClient::Send(ChunkTask&& chunk) {
   const uint64_t request = next_request_++;
   {
     MutexLock lock(mu_);
-    in_flight_[request] = InFlight{chunk.op, chunk.index, chunk.server, chunk.length, true, chunk.posted_us,
+    in_flight_[request] = InFlight{chunk.op, chunk.index, chunk.server, chunk.WireBytes(), true, chunk.posted_us,
                                    timeline_ ? Timeline::NowUs() : 0, 0};
   }
   Message m = MakeMessage(proto::PUSH, control_->my_id());

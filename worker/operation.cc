@@ -44,6 +44,9 @@ std::optional<Buffer> Operation::Encode(size_t i, uint64_t seed) {
   {
     MutexLock lock(mu_);
     if (error_) return std::nullopt;
+    // The encoder reads the caller's memory: a failure meanwhile must not
+    // let Wait return (and the caller free it) until it is done.
+    ++releases_pending_;
   }
   Result<Buffer> encoded = codec_->Encode(i, reinterpret_cast<const float*>(data_ + offsets_[i]), seed);
   Buffer done_with;
@@ -51,6 +54,7 @@ std::optional<Buffer> Operation::Encode(size_t i, uint64_t seed) {
   Status status;
   {
     MutexLock lock(mu_);
+    --releases_pending_;
     if (!encoded.ok()) {
       if (!error_ && remaining_ > 0)
         error_ = encoded.status().WithContext("compressing chunk " + std::to_string(i) + " of tensor '" + name_ + "'");

@@ -148,12 +148,13 @@ Result<compression::Spec> Worker::ChooseCompression(const std::string& name, DTy
   if (settings_.sync_mode == "ssp" || settings_.sync_mode == "async")
     return InvalidArgument(what + ": compressed tensors are summed in whole rounds (bsp or osp), and this job is " +
                            settings_.sync_mode);
-  // The largest chunk must shrink (top-k sends an index per value).
-  const uint64_t chunk_values = std::min<uint64_t>(num_elements, settings_.LargestChunkBytes() / sizeof(float));
-  if (compression::CompressedBytes(form, chunk_values) >= chunk_values * sizeof(float))
-    return InvalidArgument(what + ": a chunk of " + std::to_string(chunk_values) + " values would grow to " +
-                           std::to_string(compression::CompressedBytes(form, chunk_values)) +
-                           " bytes; send a smaller fraction (below 0.5)");
+  if ((form.kind == compression::Kind::kTopK || form.kind == compression::Kind::kRandomK) && form.ratio >= 0.5)
+    return InvalidArgument(what + ": send a fraction below 0.5 (at half the values and more, the values and their "
+                                  "indices take as many bytes as the tensor)");
+  // A tensor whose full chunk would not shrink (a few values: the 8-byte
+  // header) travels as it is, like one below the threshold.
+  const uint64_t chunk_values = std::min<uint64_t>(num_elements, settings_.partition_bytes / sizeof(float));
+  if (compression::CompressedBytes(form, chunk_values) >= chunk_values * sizeof(float)) return compression::Spec{};
   return form;
 }
 
@@ -161,9 +162,13 @@ void Worker::SetPlacement(Tensor& t, uint64_t partition, const proto::DeclareRep
   Placement& p = t.by_partition[partition];
   p.chunks.assign(reply.chunks().begin(), reply.chunks().end());
   if (t.compression.kind == compression::Kind::kNone) return;
-  std::vector<uint64_t> lengths;
-  for (const auto& c : p.chunks) lengths.push_back(c.length_bytes());
-  p.codec = std::make_shared<ChunkCodec>(t.compression, lengths);
+  if (!t.residual) t.residual = std::make_shared<Residual>(t.num_elements);
+  std::vector<uint64_t> offsets, lengths;
+  for (const auto& c : p.chunks) {
+    offsets.push_back(c.offset_bytes());
+    lengths.push_back(c.length_bytes());
+  }
+  p.codec = std::make_shared<ChunkCodec>(t.compression, offsets, lengths, t.residual);
 }
 
 Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t num_elements,
@@ -299,6 +304,7 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
                                  tensor.dtype, options.average, options.priority, next_sequence_++, op,
                                  timeline_ ? Timeline::NowUs() : 0});
       chunks.back().whole_round = options.whole_round;
+      if (placement.codec) chunks.back().wire_length = placement.codec->WireBytes(i);
     }
     std::erase_if(ops_, [](const auto& w) { return w.expired(); });
     ops_.push_back(op);
@@ -315,6 +321,14 @@ Status Worker::Broadcast(TensorId id, void* data, int root) {
   if (root < 0 || root >= settings_.num_workers)
     return InvalidArgument("broadcast root " + std::to_string(root) + " is not a worker rank");
   SYNCLINE_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(id));
+  {
+    // Refused before anything is written into the caller's tensor.
+    MutexLock lock(mu_);
+    const Tensor& t = tensors_[id];
+    if (t.compression.kind != compression::Kind::kNone)
+      return InvalidArgument("tensor '" + t.name + "' is compressed (" + t.compression.Name() +
+                             "): a broadcast through it would not be exact; broadcast a tensor declared uncompressed");
+  }
   // The sum of the root's tensor and everyone else's zeros is the root's tensor.
   const bool device = cuda_ && IsDevicePointer(data);
   Buffer staged;

@@ -146,7 +146,7 @@ class Worker {
   struct Placement {
     std::vector<proto::ChunkPlacement> chunks;
     uint64_t rounds = 0;  // push_pulls started on these keys so far
-    std::shared_ptr<ChunkCodec> codec;  // compressed tensors: their chunks' residuals
+    std::shared_ptr<ChunkCodec> codec;  // compressed tensors: how these chunks travel
   };
   struct Tensor {
     std::string name;
@@ -155,6 +155,7 @@ class Worker {
     uint64_t partition = 0;                      // the one push_pull uses now
     std::map<uint64_t, Placement> by_partition;  // every one used so far
     compression::Spec compression;               // kNone: uncompressed
+    std::shared_ptr<Residual> residual;          // compressed: what its pushes have not carried yet
   };
   // The compression a declaration of `name` ends up with (see Declare).
   Result<compression::Spec> ChooseCompression(const std::string& name, DType dtype, uint64_t num_elements,

@@ -111,7 +111,7 @@ class Session:
         # Asked on every call: a name seen before with this dtype and shape is answered without
         # the lock (one dict read is atomic in CPython, and entries are never changed).
         known = self._declared.get(name)
-        if known is not None and known[0] == dtype and known[1] == shape and known[3] == compression:
+        if known is not None and known[0] == dtype and known[1] == shape and compression in (known[3], None):
             return known[2]
         shape = tuple(int(d) for d in shape)
         known = self._known(name, dtype, shape, compression)
@@ -138,7 +138,9 @@ class Session:
                 f"tensor name '{name}' was first used for a {_capi.DTYPE_NAMES[known[0]]} tensor of shape "
                 f"{list(known[1])} and now for a {_capi.DTYPE_NAMES[dtype]} tensor of shape {list(shape)}: "
                 "a name stands for one tensor; give the other one its own name")
-        if known[3] != compression:
+        # None (the job's form) matches whatever the name was declared with: libsyncline then
+        # applies the form the tensor has (and refuses what that form cannot do, a broadcast).
+        if known[3] != compression and known[3] is not None and compression is not None:
             def said(form):
                 return "the job's compression" if form is None else f"compression {form}"
             raise ValueError(f"tensor name '{name}' was first used with {said(known[3])} and now with "

@@ -21,28 +21,17 @@ class NoneCompressor:
         return dtype
 
 
-class NativeCompressor:
+class NativeCompressor(NoneCompressor):
     """A compression libsyncline applies to a float32 tensor's chunks: each worker
     pushes them compressed, with error feedback (what one step loses is added to
     the next), the servers decode and sum them and send the sum back compressed,
-    with error feedback of their own. The tensor itself stays float32; tensors
-    below SYNCLINE_MIN_COMPRESS_BYTES travel uncompressed. `form`: "fp16",
-    "bf16", "int8", "onebit", "topk:R" or "randomk:R" (R below 0.5)."""
+    with error feedback of their own. The tensor itself stays float32 in Python
+    (compress, decompress and wire_dtype pass it through); tensors below
+    SYNCLINE_MIN_COMPRESS_BYTES travel uncompressed. `form`: "fp16", "bf16",
+    "int8", "onebit", "topk:R" or "randomk:R" (R below 0.5)."""
 
     def __init__(self, form):
         self.native = form
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-    @staticmethod
-    def wire_dtype(dtype):
-        return dtype
 
     def __repr__(self):
         return f"Compression({self.native!r})"

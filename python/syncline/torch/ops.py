@@ -49,18 +49,19 @@ def is_initialized():
     return _session.is_initialized()
 
 
-def declare(name, tensor=None):
+def declare(name, tensor=None, compression=Compression.none):
     """Declares a tensor name ahead of its first push_pull.
 
     With `tensor`, the declaration happens now (a collective: every worker
     must declare the same names in the same order). Without it, as BytePS
     allows, nothing needs doing: Syncline declares a name when it is first
-    push_pulled, and every worker push_pulls its names in the same order."""
+    push_pulled, and every worker push_pulls its names in the same order.
+    `compression`: the form its push_pulls travel in (as theirs)."""
     if not isinstance(name, str) or not name:
         raise ValueError("declare() needs a non-empty tensor name")
     session = _session.current()
     if tensor is not None:
-        session.tensor_id(name, wire_dtype(tensor.dtype), tensor.shape)
+        session.tensor_id(name, wire_dtype(tensor.dtype), tensor.shape, native_form(compression))
 
 
 class _Pending:

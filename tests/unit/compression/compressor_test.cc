@@ -172,6 +172,22 @@ TEST(CompressTest, TopkBreaksTiesTowardLowerIndicesAndNeverSendsNaN) {
   EXPECT_EQ(d[41], 0.0f);
 }
 
+TEST(CompressTest, RandomkIndicesStayInsideTheChunkForEverySeed) {
+  // This seed's offset is 1 - 2^-53: in doubles, (k - 1 + u) n / k rounded
+  // up to n, and decoding wrote one value past the end of the sum (a peer
+  // picks the seed that travels in its chunk).
+  constexpr uint64_t kEdgeSeed = 3558559446808474027ull;
+  const Spec randomk = Parse("randomk:0.25");
+  const std::vector<float> v(1024, 1.0f);
+  for (uint64_t seed : {kEdgeSeed, uint64_t{0}, ~uint64_t{0}}) {
+    testing::Chunk c = Encode(randomk, v, seed);
+    std::vector<float> out(v.size() + 1, 0.0f);
+    ASSERT_TRUE(DecompressAdd(randomk, c.data(), c.bytes, 1.0f, out.data(), v.size()).ok());
+    EXPECT_EQ(out.back(), 0.0f) << "seed " << seed << " wrote past the chunk";
+    EXPECT_EQ(std::count(out.begin(), out.end() - 1, 1.0f), 256) << "seed " << seed;
+  }
+}
+
 TEST(CompressTest, RandomkSendsKValuesChosenByTheSeed) {
   const Spec randomk = Parse("randomk:0.1");
   const std::vector<float> v = RandomValues(1000, 5);
