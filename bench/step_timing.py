@@ -27,6 +27,8 @@ def parse_args(models, baseline_mode):
     p.add_argument("--straggler", choices=["none", "one", "rotating"], default="none",
                    help="timed steps whose compute takes twice as long: every step of worker 0 (one), or step i of "
                         "worker i mod workers (rotating: each worker slow one step in `workers`)")
+    p.add_argument("--ddp-hook", choices=["none", "bf16", "powersgd"], default="none",
+                   help="--mode ddp (torch): DDP's communication hook, bf16 casts or PowerSGD of rank 4")
     p.add_argument("--as-worker", default="0/1", metavar="RANK/WORKERS",
                    help="--mode compute: the worker this process stands for, so that --straggler slows the steps "
                         "it would slow in a job")

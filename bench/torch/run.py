@@ -20,6 +20,10 @@ long, e.g. bounded staleness against bsp with a sleep standing for the accelerat
 
   sudo bench/torch/run.py cluster --models mlp5m --configs compute,server --compute-ms 200 \
       --straggler rotating --variant "ssp:SYNCLINE_SYNC_MODE=ssp"
+Compression, against DDP's own hooks (bf16 casts, PowerSGD of rank 4), e.g.:
+
+  sudo bench/torch/run.py cluster --models mlp25m,resnet18 --configs compute,ddp,server --ddp-hooks bf16,powersgd \
+      --variant "int8:SYNCLINE_COMPRESSION=int8" --variant "onebit:SYNCLINE_COMPRESSION=onebit"
 With --curve the MLPs train on a learnable task (labels from a fixed teacher) and the run reports
 each configuration's loss against training time and samples (bench/torch/curves.py), e.g. osp:
 
@@ -78,11 +82,25 @@ def log(*args):
     print(*args, flush=True)
 
 
-def step_args(a, model, mode):
+def step_args(a, model, mode, config=""):
     curve = ["--task", "learnable", "--curve", "--lr", str(a.lr)] if a.curve else []
+    hook = ["--ddp-hook", config.split()[1]] if mode == "ddp" and " " in config else []
     return [sys.executable, a.fw.step, "--model", model, "--mode", mode, "--batch", str(a.batch), "--steps",
             str(a.steps), "--warmup", str(a.warmup), "--compute-ms", str(a.compute_ms), "--straggler", a.straggler,
-            *curve]
+            *curve, *hook]
+
+
+def is_baseline(config, a):
+    """The framework's own data parallelism, with or without a communication hook ("DDP bf16")."""
+    return config.split()[0] == a.fw.baseline
+
+
+def with_hooks(configs, a):
+    """The baseline once more per --ddp-hooks hook."""
+    out = []
+    for c in configs:
+        out += [c] + ([f"{c} {hook}" for hook in a.ddp_hooks] if c == a.fw.baseline else [])
+    return tuple(out)
 
 
 def results(output, workers, what):
@@ -110,7 +128,7 @@ class Loopback:
 
     def __init__(self, a):
         self.a = a
-        self.configs = with_variants(("compute-only", a.fw.baseline, "Syncline"), a)
+        self.configs = with_hooks(with_variants(("compute-only", a.fw.baseline, "Syncline"), a), a)
 
     def __enter__(self):
         return self
@@ -136,10 +154,10 @@ class Loopback:
         if config == "compute-only":
             out = self._run_all([step_args(a, model, "compute") + ["--as-worker", f"{r}/{n}"] for r in range(n)],
                                 [clean_env()] * n, config)
-        elif config == a.fw.baseline:
+        elif is_baseline(config, a):
             port = free_port()  # TensorFlow's workers take the ones after it too
             envs = [clean_env(a.fw.baseline_env(r, n, ["127.0.0.1"] * n, port)) for r in range(n)]
-            out = self._run_all([step_args(a, model, a.fw.baseline_mode)] * n, envs, config)
+            out = self._run_all([step_args(a, model, a.fw.baseline_mode, config)] * n, envs, config)
         else:
             argv = [PSLAUNCH, "--workers", str(n), "--servers", str(a.servers), "--timeout", str(a.job_timeout), "--",
                     *step_args(a, model, "syncline")]
@@ -161,7 +179,8 @@ class Cluster:
         import jobs
         import netcluster
         self.jobs, self.netcluster, self.a = jobs, netcluster, a
-        self.configs = with_variants(("compute-only", a.fw.baseline, "Syncline, server hosts", "Syncline, colocated"), a)
+        self.configs = with_hooks(
+            with_variants(("compute-only", a.fw.baseline, "Syncline, server hosts", "Syncline, colocated"), a), a)
         self.separate = jobs.Layout(a.workers, a.workers)          # 4 server hosts, 4 worker hosts
         self.colocated = jobs.Layout(a.workers, a.workers, colocate=True)
 
@@ -176,9 +195,9 @@ class Cluster:
     def __exit__(self, *exc):
         return self.c.__exit__(*exc)
 
-    def drops(self):
-        """Packets the links' shapers have dropped so far, per (host, "up" | "down"): the trace of
-        more bytes in flight into a link than its shallow queue holds."""
+    def _shaper_counters(self, pattern):
+        """A counter of the links' shapers (a regular expression of `tc -s qdisc` with one number),
+        summed per (host, "up" | "down")."""
         import re
         out = {}
         for i in range(self.c.hosts):
@@ -186,12 +205,18 @@ class Cluster:
                                  ("down", self.c.bridge_ns, self.c.bridge_port(i))):
                 text = subprocess.run(["tc", "-n", ns, "-s", "qdisc", "show", "dev", dev], capture_output=True,
                                       text=True).stdout
-                out[(i, way)] = sum(int(d) for d in re.findall(r"dropped (\d+)", text))
+                out[(i, way)] = sum(int(d) for d in re.findall(pattern, text))
         return out
 
-    def drop_report(self, config, before, after, steps):
+    def drops(self):
+        """Packets the links' shapers have dropped so far, per (host, "up" | "down"): the trace of
+        more bytes in flight into a link than its shallow queue holds; and the bytes they sent."""
+        return {"dropped": self._shaper_counters(r"dropped (\d+)"), "sent": self._shaper_counters(r"Sent (\d+) bytes")}
+
+    def drop_report(self, config, before_both, after_both, steps):
         """Drops per step in all, and by link: into and out of the worker hosts, and of the server
-        hosts where the servers have hosts of their own."""
+        hosts where the servers have hosts of their own; and the bytes out of each worker host per step."""
+        before, after = before_both["dropped"], after_both["dropped"]
         layout = self.layout(config)
         workers = {layout.worker_host(r) for r in range(self.a.workers)}
         servers = {layout.server_host(j) for j in range(self.a.workers)} - workers
@@ -201,22 +226,24 @@ class Cluster:
                f"(into workers {per_step(workers, 'down'):.0f}, out of workers {per_step(workers, 'up'):.0f}"
         if servers:
             text += f", into servers {per_step(servers, 'down'):.0f}, out of servers {per_step(servers, 'up'):.0f}"
-        return text + ")"
+        sent_up = sum(after_both["sent"][k] - before_both["sent"][k] for k in after if k[0] in workers and k[1] == "up")
+        return text + f"); {sent_up / len(workers) / steps / 2**20:.1f} MiB out of each worker host per step"
 
     def layout(self, config):
         """Where `config` runs: the frameworks' own jobs and colocated Syncline on the worker hosts
         alone, Syncline otherwise with server hosts of its own."""
-        return self.colocated if config in ("compute-only", self.a.fw.baseline) or "colocated" in config \
+        return self.colocated if config == "compute-only" or is_baseline(config, self.a) or "colocated" in config \
             else self.separate
 
     def _wait(self, procs, what):
         codes = self.c.wait(procs, timeout=self.a.job_timeout)
-        for p, code in zip(procs, codes):
-            if code != 0:
-                for q in procs:
-                    if q.popen.poll() is None:
-                        self.c.kill(q, grace=2.0)
-                raise RuntimeError(f"{what}: {p.name} exit {code}\n{p.output()[-3000:]}")
+        if any(code != 0 for code in codes):
+            for q in procs:
+                if q.popen.poll() is None:
+                    self.c.kill(q, grace=2.0)
+            # Every failed process: the first to fail is not always the first listed.
+            raise RuntimeError(f"{what}: " + "\n".join(f"{p.name} exit {code}\n{p.output()[-1500:]}"
+                                                        for p, code in zip(procs, codes) if code != 0))
         return "".join(p.output() for p in procs)
 
     def run(self, config, model):
@@ -227,9 +254,9 @@ class Cluster:
                                   name=f"compute-{r}")
                      for r, h in enumerate(hosts)]
             return results(self._wait(procs, config), n, config)
-        if config == a.fw.baseline:
+        if is_baseline(config, a):
             addresses = [self.c.address(h) for h in hosts]
-            procs = [self.c.start(h, step_args(a, model, a.fw.baseline_mode),
+            procs = [self.c.start(h, step_args(a, model, a.fw.baseline_mode, config),
                                   clean_env(a.fw.baseline_env(r, n, addresses, 29500, self.c.host_link(h))),
                                   name=f"{a.fw.baseline_mode}-{r}")
                      for r, h in enumerate(hosts)]
@@ -328,6 +355,8 @@ def main(argv=None):
     p.add_argument("--straggler", choices=["none", "one", "rotating"], default="none",
                    help="timed steps whose compute takes twice as long, in every configuration: all of worker 0's "
                         "(one) or step i of worker i mod workers (rotating); step times are then means")
+    p.add_argument("--ddp-hooks", default="", help="torch: also DDP with these communication hooks, comma-separated: "
+                   "bf16, powersgd (rank 4)")
     p.add_argument("--configs", default="", help="only the configurations whose names contain one of these comma-separated words "
                    "(compute, ddp or mwms, server, colocated, syncline); ratios need the baseline")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for Syncline's processes")
@@ -341,6 +370,9 @@ def main(argv=None):
     cluster = a.where == "cluster"
     a.workers = a.workers or (4 if cluster else 2)
     a.fw = FRAMEWORKS[a.framework]
+    a.ddp_hooks = [h.strip() for h in a.ddp_hooks.split(",") if h.strip()]
+    if a.ddp_hooks and a.framework != "torch":
+        sys.exit("--ddp-hooks are DDP's (--framework torch)")
     a.models = a.models or a.fw.models[a.where]
     if not os.access(PSLAUNCH, os.X_OK):
         sys.exit(f"{PSLAUNCH} is missing: run this with the shims' Python (.venv/bin/python, made by scripts/build)")

@@ -21,6 +21,19 @@ import models  # noqa: E402
 import step_timing  # noqa: E402
 
 
+def register_ddp_hook(model, hook, warmup):
+    """DDP's own gradient compression, as a PyTorch user would pick it: bf16 casts, or PowerSGD of
+    rank 4 with error feedback from the second step on (before the timed steps)."""
+    if hook == "bf16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=4,
+                                            start_powerSGD_iter=min(2, max(warmup, 2)))
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+
+
 def main():
     a = step_timing.parse_args(models.NAMES, "ddp")
     torch.set_num_threads(a.threads)
@@ -38,7 +51,11 @@ def main():
         import torch.distributed as dist
         dist.init_process_group("gloo")
         rank, size = dist.get_rank(), dist.get_world_size()
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        # PowerSGD's hook chains three all-reduces per bucket; with several buckets in flight gloo
+        # sees them in different orders on different workers and fails (a size mismatch): one bucket.
+        bucket = {"bucket_cap_mb": 1024} if a.ddp_hook == "powersgd" else {}
+        model = torch.nn.parallel.DistributedDataParallel(model, **bucket)
+        register_ddp_hook(model, a.ddp_hook, a.warmup)
     data = torch.Generator().manual_seed(rank)
     straggler = step_timing.Straggler(a, rank, size)
     steps = [0]
