@@ -1,7 +1,10 @@
 // libFuzzer target: a server's key store (the sums, round bookkeeping and
 // replies) taking a sequence of pushes and pulls built from the input, from
-// workers of any rank, in sync or async and deterministic modes. Checks, beside
-// ASan/UBSan: every reply goes to the node that asked and passes the wire.
+// workers of any rank, in sync or async and deterministic modes, with keys
+// unplaced or placed (some of them compressed, so pushes in a compressed form
+// or posing as one are decoded into sums). Checks, beside ASan/UBSan: every
+// reply goes to the node that asked and passes the wire.
+#include "compression/compressor.h"
 #include "server/key_store.h"
 
 #include "tests/fuzz/fuzz_input.h"
@@ -15,7 +18,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int workers = in.ConsumeIntegralInRange(1, 4);
   KeyStoreOptions options{workers, in.ConsumeBool(), in.ConsumeBool(), nullptr, nullptr};
   options.on_orphaned_round = [](uint64_t, uint64_t, int, Absence) {};
+  options.require_placement = in.ConsumeBool();
   KeyStore store(options, &engine, &pool);
+  if (options.require_placement) {
+    // Keys 0-3 (the small keys the messages name most): fp32 values, each in one form.
+    static const char* const kForms[] = {"none", "fp16", "bf16", "int8", "onebit", "topk:0.1", "randomk:0.3"};
+    for (uint64_t key = 0; key < 4; ++key) {
+      const size_t values = in.ConsumeIntegralInRange<size_t>(1, 700);
+      auto form = compression::ParseSpec(kForms[in.ConsumeIntegralInRange<size_t>(0, std::size(kForms) - 1)]);
+      store.Place(key, values * sizeof(float), *form);
+    }
+  }
   fuzz::CaptureEndpoint wire;  // checks each reply as a peer would receive it
   for (int i = 0; i < 64 && in.remaining_bytes() > 0; ++i) {
     if (in.ConsumeIntegralInRange(0, 15) == 0) {
