@@ -20,6 +20,10 @@ def test_gradient_tape_and_broadcasts():
     run_checks("tape_and_broadcast")
 
 
+def test_compressed_gradients_eager_and_in_tf_function():
+    conftest.run_checks("tf_checks.py", "compressed_gradients", env={"SYNCLINE_MIN_COMPRESS_BYTES": "0"})
+
+
 def test_bad_calls_raise_clear_errors():
     run_checks("errors")
 

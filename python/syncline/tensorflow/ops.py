@@ -36,7 +36,7 @@ def graph_builder(function):
 
 from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
-from syncline.compression import NoneCompressor
+from syncline.compression import NativeCompressor, NoneCompressor, native_form, ratio_form
 from syncline.errors import SynclineError
 
 _FLOATS = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
@@ -89,7 +89,10 @@ def is_initialized():
 
 
 class FP16Compressor:
-    """Sends floating-point tensors as float16 and restores their dtype on return."""
+    """Sends floating-point tensors as float16 and restores their dtype on return (Horovod's cast,
+    in TensorFlow, without error feedback)."""
+
+    native = None
 
     @staticmethod
     def compress(tensor):
@@ -103,8 +106,25 @@ class FP16Compressor:
 
 
 class Compression:
+    """The compressors push_pull, DistributedOptimizer and DistributedGradientTape accept: `none`
+    and `fp16` (Horovod's), and the forms libsyncline applies to float32 gradients with error feedback
+    on workers and servers (gradients of DistributedOptimizer and DistributedGradientTape)."""
+
     none = NoneCompressor
     fp16 = FP16Compressor
+    bf16 = NativeCompressor("bf16")
+    int8 = NativeCompressor("int8")
+    onebit = NativeCompressor("onebit")
+
+    @staticmethod
+    def topk(ratio):
+        """The fraction `ratio` of each chunk's values largest in magnitude, with their indices."""
+        return ratio_form("topk", ratio)
+
+    @staticmethod
+    def randomk(ratio):
+        """The fraction `ratio` of each chunk's values, at indices drawn afresh every step."""
+        return ratio_form("randomk", ratio)
 
 
 def _refuse_model_sync(mode):
@@ -302,9 +322,14 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
         _refuse_model_sync(session.sync_mode)
     present = [i for i, g in enumerate(grads) if g is not None]
     sent, contexts = [], []
+    form = native_form(compression)
     for i in present:
         g = tf.convert_to_tensor(grads[i]) if isinstance(grads[i], tf.IndexedSlices) else grads[i]
         s, ctx = compression.compress(g)
+        if form is not None:
+            _check_dtype(s)
+            # Declared with its form here, once; every push_pull path then finds the name declared.
+            session.tensor_id(names[i], _DTYPE_CODES[s.dtype], tuple(s.shape.as_list()), form)
         sent.append(s)
         contexts.append(ctx)
     out = list(grads)
