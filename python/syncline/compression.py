@@ -52,6 +52,24 @@ def ratio_form(kind, ratio):
     return NativeCompressor(f"{kind}:{ratio!r}")
 
 
+class NativeForms:
+    """The compressions libsyncline applies, as the frameworks' Compression classes offer them."""
+
+    bf16 = NativeCompressor("bf16")
+    int8 = NativeCompressor("int8")
+    onebit = NativeCompressor("onebit")
+
+    @staticmethod
+    def topk(ratio):
+        """The fraction `ratio` of each chunk's values largest in magnitude, with their indices."""
+        return ratio_form("topk", ratio)
+
+    @staticmethod
+    def randomk(ratio):
+        """The fraction `ratio` of each chunk's values, at indices drawn afresh every step."""
+        return ratio_form("randomk", ratio)
+
+
 def native_form(compression):
     """The form libsyncline compresses a tensor in, from a compressor (None: the job's setting)."""
     return getattr(compression, "native", None)

@@ -36,7 +36,7 @@ def graph_builder(function):
 
 from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
-from syncline.compression import NativeCompressor, NoneCompressor, native_form, ratio_form
+from syncline.compression import NativeForms, NoneCompressor, native_form
 from syncline.errors import SynclineError
 
 _FLOATS = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
@@ -105,26 +105,13 @@ class FP16Compressor:
         return tensor if ctx is None else tf.cast(tensor, ctx)
 
 
-class Compression:
+class Compression(NativeForms):
     """The compressors push_pull, DistributedOptimizer and DistributedGradientTape accept: `none`
     and `fp16` (Horovod's), and the forms libsyncline applies to float32 gradients with error feedback
     on workers and servers (gradients of DistributedOptimizer and DistributedGradientTape)."""
 
     none = NoneCompressor
     fp16 = FP16Compressor
-    bf16 = NativeCompressor("bf16")
-    int8 = NativeCompressor("int8")
-    onebit = NativeCompressor("onebit")
-
-    @staticmethod
-    def topk(ratio):
-        """The fraction `ratio` of each chunk's values largest in magnitude, with their indices."""
-        return ratio_form("topk", ratio)
-
-    @staticmethod
-    def randomk(ratio):
-        """The fraction `ratio` of each chunk's values, at indices drawn afresh every step."""
-        return ratio_form("randomk", ratio)
 
 
 def _refuse_model_sync(mode):
