@@ -31,10 +31,12 @@ def test_job_compression_is_refused_in_ssp_mode_with_the_reason():
 
 def test_two_workers_train_the_digits_model_with_int8_and_onebit_to_uncompressed_accuracy():
     """int8 and onebit (with error feedback) reach the accuracy of the uncompressed run within 0.5 points;
-    conv2 and fc1 (18 and 128 KiB) are compressed, the small tensors are not."""
+    conv2 and fc1 (18 and 128 KiB) are compressed, the small tensors are not. The tuner is off: its
+    partition switches depend on timing and move the chunk boundaries (onebit's scale is per chunk), so
+    with it the run is not reproducible (0.975-0.997 for onebit)."""
     accuracy = {}
     for form in ("none", "int8", "onebit"):
-        code, out = run_job(2, [EXAMPLE, "--compression", form], env={"SYNCLINE_MIN_COMPRESS_BYTES": "4096"})
+        code, out = run_job(2, [EXAMPLE, "--compression", form], env={"SYNCLINE_MIN_COMPRESS_BYTES": "4096", "SYNCLINE_AUTOTUNE": "0"})
         assert code == 0, out
         accuracy[form] = final_accuracy(worker_lines(out, 0))
     for form in ("int8", "onebit"):
