@@ -7,27 +7,13 @@
 
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "server/key_store_rules.h"
 #include "transport/wire.h"
 
 namespace syncline {
-namespace {
-// A push is acknowledged on its own when it asks for no pull (the ack is its
-// only answer) or asks for the ack besides its pull (the sender's credit).
-bool WantsAck(const Message& push) {
-  const uint32_t flags = push.header.flags();
-  return !(flags & proto::FLAG_PULL_AFTER_PUSH) || (flags & proto::FLAG_ACK_PUSH);
-}
 
-// Why a round cannot be taken now, or empty: it is over, or too far ahead.
-std::string RefuseRound(uint64_t number, uint64_t served_below, bool open) {
-  if (number < served_below && !open) return "round " + std::to_string(number) + " is already over";
-  if (number >= served_below + kMaxRoundsAhead)
-    return "round " + std::to_string(number) + " is " + std::to_string(number - served_below) +
-           " rounds beyond the last one every worker finished on this key (the limit is " +
-           std::to_string(kMaxRoundsAhead) + "): a worker is running far ahead of the others, or the round is bogus";
-  return "";
-}
-}  // namespace
+using key_store_rules::RefuseRound;
+using key_store_rules::WantsAck;
 
 Reply ErrorReply(const Message& request, const std::string& why) {
   Message m = MakeMessage(proto::ERROR, -1);
@@ -67,84 +53,6 @@ std::vector<uint64_t> KeyStore::keys() const {
   out.reserve(keys_.size());
   for (const auto& [id, state] : keys_) out.push_back(id);
   return out;
-}
-
-void KeyStore::SetAbsenceLocked(int rank, std::optional<Absence> why) {
-  if (absent_.empty()) absent_.resize(options_.num_workers);
-  if (absent_[rank].has_value() != why.has_value()) absent_count_ += why ? 1 : -1;
-  absent_[rank] = why;
-}
-
-void KeyStore::MarkFinished(int rank) {
-  if (rank < 0 || rank >= options_.num_workers) return;
-  MutexLock lock(absent_mu_);
-  SetAbsenceLocked(rank, Absence{Absence::kFinished, 0});
-}
-
-void KeyStore::MarkAtBarrier(int rank, uint64_t sequence) {
-  if (rank < 0 || rank >= options_.num_workers) return;
-  MutexLock lock(absent_mu_);
-  if (!absent_.empty() && absent_[rank] && absent_[rank]->kind == Absence::kFinished) return;
-  SetAbsenceLocked(rank, Absence{Absence::kAtBarrier, sequence});
-}
-
-void KeyStore::ClearBarrier(uint64_t sequence) {
-  MutexLock lock(absent_mu_);
-  for (int r = 0; r < static_cast<int>(absent_.size()); ++r)
-    if (absent_[r] && absent_[r]->kind == Absence::kAtBarrier && absent_[r]->barrier_sequence == sequence)
-      SetAbsenceLocked(r, std::nullopt);
-}
-
-void KeyStore::CheckOrphanedRounds(uint64_t key) {
-  KeyState* state;
-  {
-    MutexLock lock(map_mu_);
-    auto it = keys_.find(key);
-    if (it == keys_.end()) return;
-    state = it->second.get();
-  }
-  ReportIfStaleReadOrphaned(*state);
-  for (const auto& [number, round] : state->rounds) ReportIfOrphaned(*state, number, round);
-}
-
-bool KeyStore::StillOrphaned(uint64_t key, uint64_t round, int rank, const Absence& why) const {
-  if (rank < 0 || rank >= options_.num_workers) return false;
-  {
-    MutexLock lock(absent_mu_);
-    if (absent_.empty() || !absent_[rank] || absent_[rank]->kind != why.kind ||
-        absent_[rank]->barrier_sequence != why.barrier_sequence)
-      return false;
-  }
-  const KeyState* state;
-  {
-    MutexLock lock(map_mu_);
-    auto it = keys_.find(key);
-    if (it == keys_.end()) return false;
-    state = it->second.get();
-  }
-  if (options_.ssp_staleness && state->clock &&
-      state->clock->RoundsPushed(rank) < RoundClock::RoundsNeededToRead(round, *options_.ssp_staleness) &&
-      std::any_of(state->stale_reads.begin(), state->stale_reads.end(),
-                  [round](const auto& read) { return read.first == round; }))
-    return true;
-  auto it = state->rounds.find(round);
-  return it != state->rounds.end() && !it->second.complete && it->second.pushes > 0 && !it->second.pushed[rank];
-}
-
-void KeyStore::ReportIfOrphaned(const KeyState& key, uint64_t number, const Round& round) {
-  if (!options_.on_orphaned_round || absent_count_ == 0) return;
-  if (round.complete || round.pushes == 0) return;
-  int missing = -1;
-  Absence why;
-  {
-    MutexLock lock(absent_mu_);
-    for (int r = 0; r < static_cast<int>(absent_.size()) && missing < 0; ++r)
-      if (absent_[r] && !round.pushed[r]) {
-        missing = r;
-        why = *absent_[r];
-      }
-  }
-  if (missing >= 0) options_.on_orphaned_round(key.id, number, missing, why);
 }
 
 Message KeyStore::ReplyTo(const Message& request, proto::Op op) const {
@@ -369,91 +277,6 @@ Buffer KeyStore::ElementAligned(const Buffer& payload, DType dtype) {
   if (reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(dtype) == 0) return payload;
   Buffer copy = pool_->Get(payload.size());
   std::memcpy(copy.mutable_data(), payload.data(), payload.size());
-  return copy;
-}
-
-void KeyStore::AddToValue(KeyState& key, const Buffer& payload, bool average) {
-  if (key.value.empty()) {
-    key.value = pool_->Get(key.bytes);
-    std::memset(key.value.mutable_data(), 0, key.bytes);
-  }
-  const size_t elements = key.bytes / DTypeSize(key.dtype);
-  Buffer addend = ElementAligned(payload, key.dtype);
-  if (average && options_.num_workers > 1) {
-    if (!addend.writable() || addend.data() == payload.data()) {
-      Buffer copy = pool_->Get(key.bytes);
-      std::memcpy(copy.mutable_data(), payload.data(), key.bytes);
-      addend = std::move(copy);
-    }
-    engine_->Scale(key.dtype, addend.mutable_data(), elements, 1.0 / options_.num_workers);
-  }
-  engine_->SumInto(key.dtype, key.value.mutable_data(), addend.data(), elements);
-}
-
-void KeyStore::PushAsync(KeyState& key, const Message& push, std::vector<Reply>* out) {
-  AddToValue(key, push.payloads.front(), /*average=*/false);
-  if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
-  if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH) {
-    Message reply = ReplyTo(push, proto::PULL_REPLY);
-    reply.header.set_byte_length(key.bytes);
-    reply.payloads.push_back(Snapshot(key));  // later pushes change the value
-    out->push_back(Reply{push.header.sender(), std::move(reply)});
-  }
-}
-
-void KeyStore::PushStale(KeyState& key, const Message& push, int rank, std::vector<Reply>* out) {
-  if (!key.clock) key.clock = std::make_unique<RoundClock>(options_.num_workers);
-  const uint64_t number = push.header.round();
-  std::string why = RefuseRound(number, key.clock->RoundsPushedByAll(), /*open=*/true);
-  if (why.empty()) why = key.clock->RecordPush(rank, number);
-  if (!why.empty()) {
-    out->push_back(ErrorReply(push, why));
-    return;
-  }
-  AddToValue(key, push.payloads.front(), push.header.flags() & proto::FLAG_AVERAGE);
-  if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
-  if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
-    key.stale_reads.emplace_back(number, Waiter{push.header.sender(), push.header.request_id(), rank, push.header.priority()});
-  AnswerStaleReads(key, out);
-  ReportIfStaleReadOrphaned(key);
-}
-
-void KeyStore::AnswerStaleReads(KeyState& key, std::vector<Reply>* out) {
-  if (key.stale_reads.empty()) return;
-  const uint64_t pushed_by_all = key.clock ? key.clock->RoundsPushedByAll() : 0;
-  Buffer snapshot;  // one copy for every pull answered now
-  std::erase_if(key.stale_reads, [&](const std::pair<uint64_t, Waiter>& read) {
-    if (RoundClock::RoundsNeededToRead(read.first, *options_.ssp_staleness) > pushed_by_all) return false;
-    if (snapshot.empty()) snapshot = Snapshot(key);
-    out->push_back(SumReply(key, read.first, read.second, snapshot));
-    return true;
-  });
-}
-
-void KeyStore::ReportIfStaleReadOrphaned(const KeyState& key) {
-  if (!options_.on_orphaned_round || absent_count_ == 0 || key.stale_reads.empty()) return;
-  for (const auto& [number, pull] : key.stale_reads) {
-    const uint64_t needed = RoundClock::RoundsNeededToRead(number, *options_.ssp_staleness);
-    int missing = -1;
-    Absence why;
-    {
-      MutexLock lock(absent_mu_);
-      for (int r = 0; r < static_cast<int>(absent_.size()) && missing < 0; ++r)
-        if (absent_[r] && key.clock->RoundsPushed(r) < needed) {
-          missing = r;
-          why = *absent_[r];
-        }
-    }
-    if (missing >= 0) return options_.on_orphaned_round(key.id, number, missing, why);
-  }
-}
-
-Buffer KeyStore::Snapshot(const KeyState& key) {
-  Buffer copy = pool_->Get(key.bytes);
-  if (key.value.empty())
-    std::memset(copy.mutable_data(), 0, key.bytes);
-  else
-    std::memcpy(copy.mutable_data(), key.value.data(), key.bytes);
   return copy;
 }
 
