@@ -14,6 +14,7 @@ import threading
 import numpy as np
 
 from syncline import _capi
+from syncline._handles import Handles
 from syncline.errors import NotInitializedError, SynclineError
 
 # Settings that say this process was started as part of a job (by pslaunch,
@@ -62,6 +63,15 @@ def _refs_of_a_free_pooled_array():
 _FREE_REFS = _refs_of_a_free_pooled_array()
 
 
+class _Posted:
+    """A posted array until it is waited for: libsyncline's operation, the array the sum lands in,
+    and the input it reads (kept alive while it may)."""
+    __slots__ = ("op", "result", "input")
+
+    def __init__(self, op, result, input_):
+        self.op, self.result, self.input = op, result, input_
+
+
 class Session:
     def __init__(self):
         if not any(name in os.environ for name in _JOB_VARIABLES):
@@ -73,10 +83,10 @@ class Session:
         self._declare_lock = threading.Lock()  # a name's check and declaration as one step
         self._declared = {}  # name -> (dtype code, shape, tensor id, compression)
         self._unnamed = 0
-        self._posted = {}  # handle -> (op, result, input) of post_array, until wait_arrays
+        self.handles = Handles()  # every shim's operations in flight, until waited for
         self._outputs = {}  # (dtype, shape) -> output arrays for reuse (see output_array)
-        self._next_handle = 0
         self._closers = []  # run at shutdown, before the worker leaves (e.g. updater threads)
+        self.closing = False  # shutdown() has begun
         # osp and ssp: the wrappers sum model changes, and the shims' own sums are refused.
         self.sync_mode = self.worker.sync_mode
         self.sums_models = self.sync_mode in ("osp", "ssp")
@@ -177,10 +187,23 @@ class Session:
         tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
         op = self.worker.push_pull_async(tensor_id, array.ctypes.data, average, priority,
                                          None if output is None else output.ctypes.data)
-        with self._lock:
-            self._next_handle += 1
-            self._posted[self._next_handle] = (op, array if output is None else output, array)
-            return self._next_handle
+        return self.handles.add(_Posted(op, array if output is None else output, array))
+
+    def push_pull_arrays(self, names, arrays, average, priorities):
+        """Sums each of `arrays` (C-contiguous; only read) across workers, posted in the order given,
+        and returns the sums in pooled output arrays (output_array): an eager shim's whole path. One
+        array is one blocking C call; several are all posted before any is waited for."""
+        if len(arrays) == 1:
+            return [self.push_pull_array(names[0], arrays[0], average, priorities[0])]
+        handles = []
+        try:
+            for name, array, priority in zip(names, arrays, priorities):
+                output = self.output_array(array.shape, array.dtype)
+                handles.append(self.post_array(name, array, average, priority, output=output))
+        except BaseException:
+            self.abandon(handles)
+            raise
+        return self.wait_arrays(handles)
 
     # Output arrays kept per dtype and shape: fresh memory costs a page fault per
     # 4 KiB when the sum is first written (about 0.1 ms per MiB here), as much
@@ -214,21 +237,18 @@ class Session:
     def abandon(self, handles):
         """Forgets posted arrays that will not be waited for (a later post failed): they stay
         alive for good, as the transport may still use them."""
-        with self._lock:
-            posted = [self._posted.pop(int(h)) for h in handles if int(h) in self._posted]
-        keep_alive(posted)
+        keep_alive(self.handles.discard(handles))
 
     def wait_arrays(self, handles):
         """Waits for posted arrays; returns them, summed, in the order of `handles`."""
-        with self._lock:
-            posted = [self._posted.pop(int(h)) for h in handles]
+        posted = self.handles.pop(handles)
         try:
-            for op, _, _ in posted:
-                op.wait()
+            for entry in posted:
+                entry.op.wait()
         except BaseException:
             keep_alive(posted)  # the others may still be in flight too
             raise
-        return [result for _, result, _ in posted]
+        return [entry.result for entry in posted]
 
     def unnamed(self, kind):
         """A name for a call that gave none: the same sequence on every worker that makes the same calls."""
@@ -351,16 +371,21 @@ def shutdown():
     """Waits for operations in flight, then leaves the job. Later calls raise NotInitializedError."""
     global _current, _ended
     with _state_lock:
-        session, _current = _current, None
-        _ended = _ended or session is not None
-    if session is None:
-        return
+        session = _current
+        if session is None or session.closing:
+            return
+        session.closing = True
+    # The closers finish what is in flight (overlapped updates wait for their sums through the
+    # session's handles), so the session stays current until they are done.
     first_error = None
     for close in session._closers:
         try:
             close()
         except BaseException as e:  # still leave the job; report the first failure afterwards
             first_error = first_error or e
+    with _state_lock:
+        _current = None
+        _ended = True
     session.worker.shutdown()
     if first_error is not None:
         raise first_error

@@ -13,11 +13,12 @@ from syncline.tensorflow import ops  # noqa: E402
 
 def exact_sums():
     """push_pull returns exact sums and averages per dtype, eagerly (through dlpack; bfloat16, which
-    dlpack does not carry, through the compiled op) and inside tf.function (through the compiled op,
+    dlpack does not carry, through a host copy) and inside tf.function (through the compiled op,
     which the install step must have built here), and through the fallback where there is no op."""
     assert ops.native_op() is not None, "the SynclinePushPull op was not built at install time"
     _exact_sums("op")
     _ops_of_a_list_are_not_chained()
+    _unknown_shape_takes_the_fallback()
     ops._op_state[:] = [None]  # as where the op could not be built
     _exact_sums("fallback")
     _after_context_reset()
@@ -42,6 +43,22 @@ def _ops_of_a_list_are_not_chained():
     got = step(mine, mine, mine)
     for k, out in enumerate(got, start=1):
         assert np.all(out.numpy() == k * sum(range(1, size + 1))), (k, out[:4])
+
+
+def _unknown_shape_takes_the_fallback():
+    """A shape unknown when traced cannot be declared then: the graph path posts that tensor through
+    tf.numpy_function, declared when it runs."""
+    rank, size = bps.rank(), bps.size()
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def step(x):
+        return bps.push_pull(x, average=False, name="unknown.shape")
+
+    graph = step.get_concrete_function().graph
+    types = [op.type for op in graph.get_operations()]
+    assert "SynclinePushPull" not in types and "PyFunc" in types, types
+    got = step(tf.fill((700,), float(rank + 1)))
+    assert got.shape == (700,) and np.all(got.numpy() == sum(range(1, size + 1))), got[:4]
 
 
 def _after_context_reset():
@@ -77,8 +94,7 @@ def _exact_sums(path):
     # its own values.
     session = _session.current()
     mine = tf.constant(base * (rank + 1), dtype=tf.float32)
-    got = ops._push_pull_eager(session, mine, f"{path}.direct", False, 0)
-    assert got is not None, "eager float32 push_pull did not take the dlpack path"
+    got = ops._push_pull_eager(session, [mine], [f"{path}.direct"], False, [0])[0]
     pooled = [a.ctypes.data for pool in session._outputs.values() for a in pool]
     assert np.from_dlpack(got).ctypes.data in pooled, "the eager sum is not in a pooled buffer"
     again = bps.push_pull(got, average=False, name=f"{path}.again")

@@ -1,7 +1,8 @@
-"""Collectives of syncline.tensorflow, eager and inside tf.function: eagerly, one tensor through dlpack
-and one blocking C call; inside tf.function (and eagerly where dlpack cannot show a tensor's memory)
-through the compiled SynclinePushPull op (kernels/push_pull_op.cc) where the install step built it
-against this TensorFlow, else through dlpack (eagerly) and tf.numpy_function (inside tf.function)."""
+"""Collectives of syncline.tensorflow, one path per mode. Eagerly: the tensors' memory through dlpack
+into libsyncline's C calls, with no TensorFlow op at all. Inside tf.function: an op per tensor, the
+compiled SynclinePushPull op (kernels/push_pull_op.cc) where the install step built it against this
+TensorFlow; tf.numpy_function is the fallback where it cannot run (not built, SYNCLINE_TF_OP=0, or a
+shape unknown when traced)."""
 import logging
 import os
 import threading
@@ -135,12 +136,12 @@ def _refuse_xla():
 
 
 def _host_view(tensor):
-    """The tensor's memory as a read-only numpy array, without a copy where dlpack allows it (CPU
-    tensors of the dtypes numpy has); a copy otherwise (bfloat16, device tensors)."""
+    """The tensor's memory as a read-only C-contiguous numpy array, without a copy where dlpack
+    allows it (CPU tensors of the dtypes numpy has); a copy otherwise (bfloat16, device tensors)."""
     try:
         return np.from_dlpack(tensor)
     except (BufferError, TypeError, RuntimeError, ValueError):
-        return tensor.numpy()
+        return np.asarray(tensor.numpy(), order="C")  # a 0-d tensor's numpy() is a scalar
 
 
 def _to_tensor(array):
@@ -151,100 +152,67 @@ def _to_tensor(array):
         return tf.convert_to_tensor(array)
 
 
-def _post(session, array, name, average, priority):
-    array = np.asarray(array, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
-    return session.post_array(name, array, average, priority, output=session.output_array(array.shape, array.dtype))
+def _urgency_order(priorities):
+    """Positions in the order to post them: least urgent first. With priorities from the forward order
+    (first used = most urgent), that is the order backward computes the gradients."""
+    return sorted(range(len(priorities)), key=priorities.__getitem__)
 
 
-def _push_pull_eager(session, tensor, name, average, priority):
-    """One eager push_pull the quickest way: the tensor's memory through dlpack into libsyncline,
-    the sum into a pooled array that the returned tensor takes over. The compiled op costs more
-    eagerly (TensorFlow runs every eager op as a one-op function, ~20 us a call here, and gives it
-    fresh output memory). None where numpy cannot take the memory through dlpack (bfloat16, device
-    tensors). A tensor's memory is always dense; push_pull_array checks it is contiguous."""
-    try:
-        array = np.from_dlpack(tensor)
-    except (BufferError, TypeError, RuntimeError, ValueError):
-        return None
-    return _to_tensor(session.push_pull_array(name, array, average, priority))
+def _push_pull_eager(session, tensors, names, average, priorities):
+    """Eagerly, the one path: each tensor's memory through dlpack into libsyncline (a host copy where
+    numpy cannot take it: bfloat16, device tensors), all posted before any is waited for, each sum in
+    a pooled array that the returned tensor takes over. The compiled op would cost more here
+    (TensorFlow runs every eager op as a one-op function, ~20 us a call, with fresh output memory)."""
+    if len(tensors) == 1:  # the common call: no ordering to do
+        return [_to_tensor(session.push_pull_arrays(names, [_host_view(tensors[0])], average, priorities)[0])]
+    order = _urgency_order(priorities)
+    summed = session.push_pull_arrays([names[i] for i in order], [_host_view(tensors[i]) for i in order],
+                                      average, [priorities[i] for i in order])
+    outs = [None] * len(tensors)
+    for i, array in zip(order, summed):
+        outs[i] = _to_tensor(array)
+    return outs
 
 
-def _push_pull_native(op, session, tensor, name, average, priority):
-    """One push_pull through the compiled op (declaring the tensor first: at tracing time inside
-    tf.function). Eagerly, its failure is a SynclineError, as on the other path."""
-    tensor_id = session.tensor_id(name, _DTYPE_CODES[tensor.dtype], tuple(tensor.shape.as_list()))
-    try:
-        out = op.syncline_push_pull(tensor, api=session.worker.kernel_api(), tensor_id=tensor_id,
-                                    average=average, priority=priority)
-    except tf.errors.OpError as e:  # raised only eagerly: in a graph the op fails when it runs
-        raise SynclineError(e.message) from None
-    if not tf.executing_eagerly():
-        _run_independently(out)
-    return out
+def _push_pull_graph(session, tensors, names, average, priorities):
+    """Inside tf.function, the one path: each tensor posted by an op of its own, so it goes out as
+    soon as it is computed, declared at tracing time. The compiled op where it can run (built, and
+    every shape known when traced: its tensor is declared then); tf.numpy_function posts and one
+    wait otherwise."""
+    op = native_op() if all(t.shape.is_fully_defined() for t in tensors) else None
+    if op is None:
+        return _push_pull_numpy_function(session, tensors, names, average, priorities)
+    outs = [None] * len(tensors)
+    api = session.worker.kernel_api()
+    for i in _urgency_order(priorities):
+        tensor_id = session.tensor_id(names[i], _DTYPE_CODES[tensors[i].dtype], tuple(tensors[i].shape.as_list()))
+        outs[i] = op.syncline_push_pull(tensors[i], api=api, tensor_id=tensor_id, average=average,
+                                        priority=priorities[i])
+        _run_independently(outs[i])
+    return outs
 
 
 def _run_independently(out):
-    """Inside tf.function, lets the op of `out` start as soon as its input exists. TensorFlow's
-    automatic control dependencies chain every stateful op without a resource input in program
-    order, so each push_pull would wait for the one before it to come back: one tensor in flight,
-    7 x slower than MultiWorkerMirroredStrategy on the emulated cluster (issue 30). An independent
-    op still runs every call; its sum is read through its output, as before."""
+    """Lets the op of `out` start as soon as its input exists. TensorFlow's automatic control
+    dependencies chain every stateful op without a resource input in program order, so each
+    push_pull would wait for the one before it to come back: one tensor in flight, 7 x slower than
+    MultiWorkerMirroredStrategy on the emulated cluster (issue 30). An independent op still runs
+    every call; its sum is read through its output, as before."""
     manager = getattr(out.graph, "experimental_acd_manager", None)
     if manager is not None:
         manager.run_independently(out.op)
 
 
-def push_pull_list(tensors, names, average=True, priorities=None):
-    """Sums (averages) each tensor across workers; the inputs are only read. Eagerly, tensors go to
-    libsyncline and back without a copy (dlpack). Inside tf.function each tensor is posted by an
-    op of its own, so it goes out as soon as it is computed, and one op waits for them all.
-    Posts are chained least urgent first: with priorities from the forward order (first used =
-    most urgent), that is the order backward computes the gradients. `names` are fixed when this
-    is called (at tracing time inside tf.function)."""
-    session = _session.current()
-    _refuse_xla()
-    tensors = [t if isinstance(t, tf.Tensor) else tf.convert_to_tensor(t) for t in tensors]
-    for t in tensors:
-        _check_dtype(t)
-    priorities = [0] * len(tensors) if priorities is None else list(priorities)
-    order = sorted(range(len(tensors)), key=lambda i: priorities[i])
-    outs = [None] * len(tensors)
-    eager = tf.executing_eagerly()
-    if eager and len(tensors) == 1:
-        out = _push_pull_eager(session, tensors[0], names[0], average, priorities[0])
-        if out is not None:
-            return [out]
-    op = native_op()
-    # The compiled op: one per tensor, each going out as soon as its tensor exists, none holding a
-    # thread while it waits. Eagerly each op call waits for its sum, so a list keeps the path that
-    # posts all before it waits, and one tensor takes the op only where dlpack cannot show it.
-    if op is not None and (len(tensors) == 1 or not eager) and \
-            all(t.shape.is_fully_defined() for t in tensors):
-        for i in order:
-            outs[i] = _push_pull_native(op, session, tensors[i], names[i], average, priorities[i])
-        return outs
-    if eager:
-        handles = []
-        try:
-            for i in order:
-                handles.append(_post(session, _host_view(tensors[i]), names[i], average, priorities[i]))
-        except BaseException:
-            session.abandon(handles)
-            raise
-        for i, summed in zip(order, session.wait_arrays(handles)):
-            outs[i] = _to_tensor(summed)
-        return outs
-    if len(tensors) == 1:  # nothing to overlap: one op posts and waits (each op costs ~0.05 ms)
-        def post_and_wait(array):
-            return session.wait_arrays([_post(session, array, names[0], average, priorities[0])])[0]
-
-        out = tf.numpy_function(post_and_wait, tensors, tensors[0].dtype, stateful=True, name="SynclinePushPull")
-        out.set_shape(tensors[0].shape)
-        return [out]
+def _push_pull_numpy_function(session, tensors, names, average, priorities):
+    """The graph path's fallback: a tf.numpy_function per tensor posts it, and one more waits for
+    them all (each such op holds one of TensorFlow's threads while it runs)."""
+    order = _urgency_order(priorities)
     handles = []
     for i in order:
         def post(array, name=names[i], priority=priorities[i]):
-            return np.int64(_post(session, array, name, average, priority))
+            array = np.asarray(array, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
+            output = session.output_array(array.shape, array.dtype)
+            return np.int64(session.post_array(name, array, average, priority, output=output))
 
         handles.append(tf.numpy_function(post, [tensors[i]], tf.int64, stateful=True, name="SynclinePost"))
 
@@ -255,10 +223,27 @@ def push_pull_list(tensors, names, average=True, priorities=None):
                                name="SynclineWait")
     if not isinstance(summed, (list, tuple)):
         summed = [summed]
+    outs = [None] * len(tensors)
     for i, out in zip(order, summed):
         out.set_shape(tensors[i].shape)
         outs[i] = out
     return outs
+
+
+def push_pull_list(tensors, names, average=True, priorities=None):
+    """Sums (averages) each tensor across workers; the inputs are only read. One path per mode:
+    eagerly, through dlpack and libsyncline's C call; inside tf.function, an op per tensor. Posts go
+    least urgent first (priorities: larger is more urgent). `names` are fixed when this is called
+    (at tracing time inside tf.function)."""
+    session = _session.current()
+    _refuse_xla()
+    tensors = [t if isinstance(t, tf.Tensor) else tf.convert_to_tensor(t) for t in tensors]
+    for t in tensors:
+        _check_dtype(t)
+    priorities = [0] * len(tensors) if priorities is None else list(priorities)
+    if tf.executing_eagerly():
+        return _push_pull_eager(session, tensors, names, average, priorities)
+    return _push_pull_graph(session, tensors, names, average, priorities)
 
 
 @graph_builder
@@ -279,11 +264,7 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
         # straight to libsyncline (push_pull_list's bookkeeping is for lists).
         uncompressed = compression is NoneCompressor  # the common call: two Python calls fewer
         sent, ctx = (tensor, None) if uncompressed else compression.compress(tensor)
-        out = _push_pull_eager(session, sent, name, average, 0)
-        if out is None:  # memory numpy cannot take (bfloat16, device tensors): not dlpack again
-            op = native_op()
-            out = _push_pull_native(op, session, sent, name, average, 0) if op is not None else \
-                push_pull_list([sent], [name], average)[0]
+        out = _push_pull_eager(session, [sent], [name], average, [0])[0]
         return out if uncompressed else compression.decompress(out, ctx)
 
     @tf.custom_gradient

@@ -5,9 +5,6 @@ through a torch extension, so this works with every torch version. A tensor
 on a GPU is handed over as device memory after torch's current stream is
 synchronised; libsyncline stages it through host memory.
 """
-import itertools
-import threading
-
 import torch
 
 from syncline import _capi, _session
@@ -39,10 +36,7 @@ def init():
 
 def shutdown():
     """Waits for every push_pull in flight (and overlapped updates), then leaves the job."""
-    try:
-        _session.shutdown()
-    finally:
-        _handles.clear()  # only now: libsyncline wrote into these buffers until it left
+    _session.shutdown()
 
 
 def is_initialized():
@@ -71,42 +65,6 @@ class _Pending:
         self.op, self.buffer, self.output, self.ctx, self.compression = op, buffer, output, ctx, compression
 
 
-class _Handles:
-    """push_pulls in flight, by the integer handle the API hands out."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._next = itertools.count(1)
-        self._pending = {}
-
-    def add(self, pending):
-        with self._lock:
-            handle = next(self._next)
-            self._pending[handle] = pending
-            return handle
-
-    def get(self, handle):
-        with self._lock:
-            pending = self._pending.get(handle)
-        if pending is None:
-            raise ValueError(f"handle {handle} is not a push_pull in flight (already synchronized, or never made)")
-        return pending
-
-    def pop(self, handle):
-        with self._lock:
-            pending = self._pending.pop(handle, None)
-        if pending is None:
-            raise ValueError(f"handle {handle} is not a push_pull in flight (already synchronized, or never made)")
-        return pending
-
-    def clear(self):
-        with self._lock:
-            self._pending.clear()
-
-
-_handles = _Handles()
-
-
 def _post(tensor, output, average, name, priority, compression, model_change=False):
     session = _session.current()
     if session.sums_models and not model_change:
@@ -129,7 +87,7 @@ def _post(tensor, output, average, name, priority, compression, model_change=Fal
         torch.cuda.current_stream(buffer.device).synchronize()
     tensor_id = session.tensor_id(name, code, buffer.shape, native_form(compression))
     op = session.worker.push_pull_async(tensor_id, buffer.data_ptr(), average, priority)
-    return _handles.add(_Pending(op, buffer, output, ctx, compression))
+    return session.handles.add(_Pending(op, buffer, output, ctx, compression))
 
 
 def push_pull_async(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
@@ -154,12 +112,12 @@ def post_model_change(tensor, name, priority, compression):
 
 def poll(handle):
     """True once the push_pull of `handle` has ended (synchronize will not block)."""
-    return _handles.get(handle).op.poll()
+    return _session.current().handles.get(handle).op.poll()
 
 
 def synchronize(handle):
     """Waits for the push_pull of `handle` (bounded by the job's request timeout) and returns its result."""
-    pending = _handles.pop(handle)
+    pending, = _session.current().handles.pop([handle])
     try:
         pending.op.wait()
     except BaseException:
