@@ -157,13 +157,13 @@ class Session:
                              f"{said(compression)}: a tensor travels in one form; give the other use its own name")
         return known[2]
 
-    def push_pull_array(self, name, array, average, priority=0):
+    def push_pull_array(self, name, array, average, priority=0, form=None):
         """Sums `array` (C-contiguous; only read) across workers and returns the sum, in one of
         this session's pooled output arrays (output_array): the one-call path of an eager shim,
-        with no handle to keep."""
+        with no handle to keep. `form`: the compression it travels in (as tensor_id's)."""
         if not array.flags.c_contiguous:
             raise ValueError(f"tensor '{name}' is not contiguous")
-        tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
+        tensor_id = self.tensor_id(name, array_dtype(array), array.shape, form)
         output = self.output_array(array.shape, array.dtype)
         try:
             self.worker.push_pull(tensor_id, array.ctypes.data, average, priority, output.ctypes.data)
@@ -173,7 +173,7 @@ class Session:
             raise
         return output
 
-    def post_array(self, name, array, average, priority=0, output=None):
+    def post_array(self, name, array, average, priority=0, output=None, form=None):
         """Starts summing `array` (C-contiguous) across workers, in place or into `output` (an array of
         its dtype and shape; `array` is then only read); returns a handle for wait_arrays. The path
         of shims that hold tensors as numpy arrays (syncline.tensorflow), which post each gradient
@@ -184,22 +184,22 @@ class Session:
         if output is not None and (output.dtype != array.dtype or output.shape != array.shape or
                                    not output.flags.c_contiguous or not output.flags.writeable):
             raise ValueError(f"the output of tensor '{name}' is not a writable contiguous array like its input")
-        tensor_id = self.tensor_id(name, array_dtype(array), array.shape)
+        tensor_id = self.tensor_id(name, array_dtype(array), array.shape, form)
         op = self.worker.push_pull_async(tensor_id, array.ctypes.data, average, priority,
                                          None if output is None else output.ctypes.data)
         return self.handles.add(_Posted(op, array if output is None else output, array))
 
-    def push_pull_arrays(self, names, arrays, average, priorities):
+    def push_pull_arrays(self, names, arrays, average, priorities, form=None):
         """Sums each of `arrays` (C-contiguous; only read) across workers, posted in the order given,
         and returns the sums in pooled output arrays (output_array): an eager shim's whole path. One
         array is one blocking C call; several are all posted before any is waited for."""
         if len(arrays) == 1:
-            return [self.push_pull_array(names[0], arrays[0], average, priorities[0])]
+            return [self.push_pull_array(names[0], arrays[0], average, priorities[0], form)]
         handles = []
         try:
             for name, array, priority in zip(names, arrays, priorities):
                 output = self.output_array(array.shape, array.dtype)
-                handles.append(self.post_array(name, array, average, priority, output=output))
+                handles.append(self.post_array(name, array, average, priority, output, form))
         except BaseException:
             self.abandon(handles)
             raise

@@ -152,8 +152,8 @@ def tape_and_broadcast():
 
 
 def compressed_gradients():
-    """DistributedGradientTape with Compression.onebit, eagerly and in a tf.function: the averaged
-    gradient comes back as onebit (every value the same magnitude, the signs kept), the same on every
+    """DistributedGradientTape with Compression.onebit, eagerly and in a tf.function, and push_pull with
+    it (eagerly, traced, and its gradient): the averaged gradient comes back as onebit (every value the same magnitude, the signs kept), the same on every
     worker; a float64 gradient under an explicit form is refused with the reason. The job runs with
     SYNCLINE_MIN_COMPRESS_BYTES=0."""
     rank = bps.rank()
@@ -172,6 +172,16 @@ def compressed_gradients():
         assert np.array_equal(np.sign(values), signs), "onebit lost the signs"
         same = bps.broadcast(tf.constant(values), root_rank=0, name=f"check.onebit.{len(values)}")
         assert np.array_equal(same.numpy(), values), "workers decoded different gradients"
+    # push_pull takes a form per call, eagerly and traced, and its gradient travels in it too.
+    mine = tf.constant(signs * (1.0 + np.arange(3000, dtype=np.float32) / 3000) * (rank + 1))
+    traced = tf.function(lambda t: bps.push_pull(t, name="onebit.traced", compression=bps.Compression.onebit))
+    with tf.GradientTape() as tape:
+        tape.watch(mine)
+        eager = bps.push_pull(mine, name="onebit.eager", compression=bps.Compression.onebit)
+        loss = tf.reduce_sum(eager * mine)
+    for values in (eager.numpy(), traced(mine).numpy(), tape.gradient(loss, mine).numpy()):
+        assert len(np.unique(np.abs(values))) == 1, "a push_pull's compression was not applied"
+        assert np.array_equal(np.sign(values), signs), "onebit lost the signs"
     w64 = tf.Variable(tf.zeros((3000,), dtype=tf.float64), name="onebit_w64")
     with bps.DistributedGradientTape(tf.GradientTape(), compression=bps.Compression.onebit) as tape:
         loss = tf.reduce_sum(w64 * 2.0)

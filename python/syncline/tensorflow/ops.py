@@ -158,34 +158,35 @@ def _urgency_order(priorities):
     return sorted(range(len(priorities)), key=priorities.__getitem__)
 
 
-def _push_pull_eager(session, tensors, names, average, priorities):
+def _push_pull_eager(session, tensors, names, average, priorities, form=None):
     """Eagerly, the one path: each tensor's memory through dlpack into libsyncline (a host copy where
     numpy cannot take it: bfloat16, device tensors), all posted before any is waited for, each sum in
     a pooled array that the returned tensor takes over. The compiled op would cost more here
     (TensorFlow runs every eager op as a one-op function, ~20 us a call, with fresh output memory)."""
     if len(tensors) == 1:  # the common call: no ordering to do
-        return [_to_tensor(session.push_pull_arrays(names, [_host_view(tensors[0])], average, priorities)[0])]
+        return [_to_tensor(session.push_pull_arrays(names, [_host_view(tensors[0])], average, priorities, form)[0])]
     order = _urgency_order(priorities)
     summed = session.push_pull_arrays([names[i] for i in order], [_host_view(tensors[i]) for i in order],
-                                      average, [priorities[i] for i in order])
+                                      average, [priorities[i] for i in order], form)
     outs = [None] * len(tensors)
     for i, array in zip(order, summed):
         outs[i] = _to_tensor(array)
     return outs
 
 
-def _push_pull_graph(session, tensors, names, average, priorities):
+def _push_pull_graph(session, tensors, names, average, priorities, form=None):
     """Inside tf.function, the one path: each tensor posted by an op of its own, so it goes out as
     soon as it is computed, declared at tracing time. The compiled op where it can run (built, and
     every shape known when traced: its tensor is declared then); tf.numpy_function posts and one
     wait otherwise."""
     op = native_op() if all(t.shape.is_fully_defined() for t in tensors) else None
     if op is None:
-        return _push_pull_numpy_function(session, tensors, names, average, priorities)
+        return _push_pull_numpy_function(session, tensors, names, average, priorities, form)
     outs = [None] * len(tensors)
     api = session.worker.kernel_api()
     for i in _urgency_order(priorities):
-        tensor_id = session.tensor_id(names[i], _DTYPE_CODES[tensors[i].dtype], tuple(tensors[i].shape.as_list()))
+        tensor_id = session.tensor_id(names[i], _DTYPE_CODES[tensors[i].dtype], tuple(tensors[i].shape.as_list()),
+                                      form)
         outs[i] = op.syncline_push_pull(tensors[i], api=api, tensor_id=tensor_id, average=average,
                                         priority=priorities[i])
         _run_independently(outs[i])
@@ -203,7 +204,7 @@ def _run_independently(out):
         manager.run_independently(out.op)
 
 
-def _push_pull_numpy_function(session, tensors, names, average, priorities):
+def _push_pull_numpy_function(session, tensors, names, average, priorities, form=None):
     """The graph path's fallback: a tf.numpy_function per tensor posts it, and one more waits for
     them all (each such op holds one of TensorFlow's threads while it runs)."""
     order = _urgency_order(priorities)
@@ -212,7 +213,7 @@ def _push_pull_numpy_function(session, tensors, names, average, priorities):
         def post(array, name=names[i], priority=priorities[i]):
             array = np.asarray(array, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
             output = session.output_array(array.shape, array.dtype)
-            return np.int64(session.post_array(name, array, average, priority, output=output))
+            return np.int64(session.post_array(name, array, average, priority, output, form))
 
         handles.append(tf.numpy_function(post, [tensors[i]], tf.int64, stateful=True, name="SynclinePost"))
 
@@ -230,11 +231,12 @@ def _push_pull_numpy_function(session, tensors, names, average, priorities):
     return outs
 
 
-def push_pull_list(tensors, names, average=True, priorities=None):
+def push_pull_list(tensors, names, average=True, priorities=None, form=None):
     """Sums (averages) each tensor across workers; the inputs are only read. One path per mode:
     eagerly, through dlpack and libsyncline's C call; inside tf.function, an op per tensor. Posts go
     least urgent first (priorities: larger is more urgent). `names` are fixed when this is called
-    (at tracing time inside tf.function)."""
+    (at tracing time inside tf.function). `form`: the compression libsyncline applies to them
+    (syncline.compression.native_form; None: the job's SYNCLINE_COMPRESSION)."""
     session = _session.current()
     _refuse_xla()
     tensors = [t if isinstance(t, tf.Tensor) else tf.convert_to_tensor(t) for t in tensors]
@@ -242,8 +244,8 @@ def push_pull_list(tensors, names, average=True, priorities=None):
         _check_dtype(t)
     priorities = [0] * len(tensors) if priorities is None else list(priorities)
     if tf.executing_eagerly():
-        return _push_pull_eager(session, tensors, names, average, priorities)
-    return _push_pull_graph(session, tensors, names, average, priorities)
+        return _push_pull_eager(session, tensors, names, average, priorities, form)
+    return _push_pull_graph(session, tensors, names, average, priorities, form)
 
 
 @graph_builder
@@ -264,17 +266,19 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
         # straight to libsyncline (push_pull_list's bookkeeping is for lists).
         uncompressed = compression is NoneCompressor  # the common call: two Python calls fewer
         sent, ctx = (tensor, None) if uncompressed else compression.compress(tensor)
-        out = _push_pull_eager(session, [sent], [name], average, [0])[0]
+        out = _push_pull_eager(session, [sent], [name], average, [0], native_form(compression))[0]
         return out if uncompressed else compression.decompress(out, ctx)
+
+    form = native_form(compression)
 
     @tf.custom_gradient
     def summed(x):
         sent, ctx = compression.compress(x)
-        out = compression.decompress(push_pull_list([sent], [name], average)[0], ctx)
+        out = compression.decompress(push_pull_list([sent], [name], average, form=form)[0], ctx)
 
         def grad(dy):
             sent_dy, ctx_dy = compression.compress(dy)
-            return compression.decompress(push_pull_list([sent_dy], [name + ".grad"], average)[0], ctx_dy)
+            return compression.decompress(push_pull_list([sent_dy], [name + ".grad"], average, form=form)[0], ctx_dy)
 
         return out, grad
 
@@ -290,20 +294,15 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
         _refuse_model_sync(session.sync_mode)
     present = [i for i, g in enumerate(grads) if g is not None]
     sent, contexts = [], []
-    form = native_form(compression)
     for i in present:
         g = tf.convert_to_tensor(grads[i]) if isinstance(grads[i], tf.IndexedSlices) else grads[i]
         s, ctx = compression.compress(g)
-        if form is not None:
-            _check_dtype(s)
-            # Declared with its form here, once; every push_pull path then finds the name declared.
-            session.tensor_id(names[i], _DTYPE_CODES[s.dtype], tuple(s.shape.as_list()), form)
         sent.append(s)
         contexts.append(ctx)
     out = list(grads)
     if sent:
         summed = push_pull_list(sent, [names[i] for i in present], average=True,
-                                priorities=[priorities[i] for i in present])
+                                priorities=[priorities[i] for i in present], form=native_form(compression))
         for i, s, ctx in zip(present, summed, contexts):
             out[i] = compression.decompress(s, ctx)
     return out
