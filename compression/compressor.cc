@@ -68,57 +68,66 @@ float KthLargest(std::vector<float> magnitudes, size_t k) {
   return magnitudes[k - 1];
 }
 
-// The magnitude of topk's k-th value. Where k is a small part of n, from a
-// sample first: a threshold that about 2k values pass, found among 4096
-// values evenly spread, then the exact k-th among the values that pass it
-// (one pass over n and two small selections instead of a selection over n);
-// a sample that let fewer than k pass falls back to all n.
-float TopkThreshold(const float* values, size_t n, size_t k) {
-  constexpr size_t kSample = 4096;
-  if (n >= 4 * kSample && 8 * k <= n) {
-    std::vector<float> sample(kSample);
-    for (size_t s = 0; s < kSample; ++s) sample[s] = Magnitude(values[s * (n / kSample)]);
-    const size_t rank = std::min(kSample, 2 * k * kSample / n + 8);
-    const float loose = KthLargest(std::move(sample), rank);
-    std::vector<float> passed;
-    passed.reserve(4 * k);
-    for (size_t i = 0; i < n; ++i)
-      if (const float m = Magnitude(values[i]); m >= loose) passed.push_back(m);
-    if (passed.size() >= k) return KthLargest(std::move(passed), k);
-  }
-  std::vector<float> magnitudes(n);
-  for (size_t i = 0; i < n; ++i) magnitudes[i] = Magnitude(values[i]);
-  return KthLargest(std::move(magnitudes), k);
-}
-
-// topk's indices, ascending: the k values largest in magnitude (ties broken
-// toward lower indices).
-std::vector<uint32_t> LargestIndices(const float* values, size_t n, size_t k) {
-  const float threshold = TopkThreshold(values, n, k);
-  size_t above = 0;  // values strictly larger than the threshold (NaN is not: it is never sent)
-  for (size_t i = 0; i < n; ++i) above += std::fabs(values[i]) > threshold;
-  size_t ties_left = k - std::min(above, k);
+// The k of `candidates` (ascending indices of values that are not NaN, at
+// least k of them) largest in magnitude, ascending, ties broken toward lower
+// indices: those above the k-th largest magnitude, then the first ones equal
+// to it.
+std::vector<uint32_t> LargestAmong(const float* values, const std::vector<uint32_t>& candidates, size_t k) {
+  std::vector<float> magnitudes(candidates.size());
+  for (size_t j = 0; j < candidates.size(); ++j) magnitudes[j] = std::fabs(values[candidates[j]]);
+  const float threshold = KthLargest(magnitudes, k);
+  size_t above = 0;
+  for (float m : magnitudes) above += m > threshold;
+  size_t ties_left = k - above;
   std::vector<uint32_t> indices;
   indices.reserve(k);
-  for (size_t i = 0; i < n && indices.size() < k; ++i) {
-    const float m = std::fabs(values[i]);
-    if (m > threshold) {
-      indices.push_back(static_cast<uint32_t>(i));
-    } else if (m == threshold && ties_left > 0) {
-      indices.push_back(static_cast<uint32_t>(i));
+  for (size_t j = 0; j < candidates.size() && indices.size() < k; ++j) {
+    if (magnitudes[j] > threshold) {
+      indices.push_back(candidates[j]);
+    } else if (magnitudes[j] == threshold && ties_left > 0) {
+      indices.push_back(candidates[j]);
       --ties_left;
     }
   }
-  // With NaN among the values fewer may qualify: fill with the first
-  // indices not taken, still ascending.
-  if (indices.size() < k) {
-    std::vector<bool> taken(n, false);
-    for (uint32_t i : indices) taken[i] = true;
-    for (size_t i = 0; i < n && indices.size() < k; ++i)
-      if (!taken[i]) indices.push_back(static_cast<uint32_t>(i));
-    std::sort(indices.begin(), indices.end());
-  }
   return indices;
+}
+
+// topk's indices, ascending: the k values largest in magnitude (ties broken
+// toward lower indices; NaN is never sent while k values are not NaN). Where k
+// is a small part of n, from a sample first: a threshold about 2k values pass,
+// found among values evenly spread; one pass over n collects the indices
+// that pass it (a vector compare per 16 values), and the exact selection runs
+// among those. A sample that let fewer than k pass, or far more than 2k, falls
+// back to all n.
+std::vector<uint32_t> LargestIndices(const float* values, size_t n, size_t k) {
+  // The sample: 1 value in 32, from 1024 to 4096 of them (its selection is
+  // a fixed cost that small chunks feel). Its rank 2k S / n + 8 lets about 2k
+  // pass: fewer than k would take the sample's k S / n-th largest landing 8
+  // or more places too low, which 1024 values make rare.
+  const size_t sample_size = std::clamp<size_t>(n / 32, 1024, 4096);
+  if (n >= 16 * sample_size && 8 * k <= n) {
+    std::vector<float> sample(sample_size);
+    for (size_t s = 0; s < sample_size; ++s) sample[s] = Magnitude(values[s * (n / sample_size)]);
+    const size_t rank = std::min(sample_size, 2 * k * sample_size / n + 8);
+    const float loose = KthLargest(std::move(sample), rank);
+    std::vector<uint32_t> candidates(4 * k + 1024);
+    const size_t found = kernels::IndicesAtLeast(values, n, loose, candidates.data(), candidates.size());
+    if (found >= k && found <= candidates.size()) {
+      candidates.resize(found);
+      return LargestAmong(values, candidates, k);
+    }
+  }
+  std::vector<uint32_t> candidates(n);  // every value that is not NaN
+  candidates.resize(kernels::IndicesAtLeast(values, n, -INFINITY, candidates.data(), n));
+  if (candidates.size() >= k) return LargestAmong(values, candidates, k);
+  // Fewer than k values are not NaN: send them all, and fill with the first
+  // indices not taken, still ascending.
+  std::vector<bool> taken(n, false);
+  for (uint32_t i : candidates) taken[i] = true;
+  for (size_t i = 0; i < n && candidates.size() < k; ++i)
+    if (!taken[i]) candidates.push_back(static_cast<uint32_t>(i));
+  std::sort(candidates.begin(), candidates.end());
+  return candidates;
 }
 
 template <typename T>

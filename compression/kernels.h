@@ -40,6 +40,12 @@ void ToFp16Feedback(const float* values, float* residual, size_t n, uint16_t* ou
 void ToBf16Feedback(const float* values, float* residual, size_t n, uint16_t* out);
 void ToInt8Feedback(const float* values, float* residual, size_t n, size_t block, float* scales, int8_t* q);
 
+// top-k's candidates: the indices i, ascending, with |values[i]| >= threshold
+// (never a NaN), written to out while `capacity` lasts; returns how many there
+// are (more than capacity: out holds the first `capacity`). With AVX2, one
+// vector compare per 8 values, then a step per candidate.
+size_t IndicesAtLeast(const float* values, size_t n, float threshold, uint32_t* out, size_t capacity);
+
 // Sparse: out[indices[j]] += factor * values[j].
 void AddSparse(const uint32_t* indices, const float* values, size_t k, float factor, float* out);
 

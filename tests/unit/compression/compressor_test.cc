@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -170,6 +171,59 @@ TEST(CompressTest, TopkBreaksTiesTowardLowerIndicesAndNeverSendsNaN) {
   for (size_t i = 0; i < 41; ++i) kept += d[i] == 0.5f;
   EXPECT_EQ(kept, 39u);  // 0..40 without 7
   EXPECT_EQ(d[41], 0.0f);
+}
+
+// The definition topk follows, by brute force: the k values largest in
+// magnitude, ties toward lower indices, NaN never while k values are not NaN.
+std::vector<float> TopkReference(const std::vector<float>& v, size_t k) {
+  std::vector<uint32_t> order;
+  for (uint32_t i = 0; i < v.size(); ++i)
+    if (!std::isnan(v[i])) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return std::fabs(v[a]) > std::fabs(v[b]); });
+  std::vector<float> d(v.size(), 0.0f);
+  for (size_t j = 0; j < k && j < order.size(); ++j) d[order[j]] = v[order[j]];
+  return d;
+}
+
+TEST(CompressTest, TopkMatchesABruteForceSelectionWhateverTheSampleFinds) {
+  // Spread values (the sampled threshold's candidates suffice), values on a
+  // coarse grid (many ties at the threshold), a few huge ones the sample
+  // misses, infinities and NaN among them, and sizes off the 16-value blocks.
+  for (size_t n : {size_t{16385}, size_t{70001}, size_t{262144}}) {
+    for (int shape = 0; shape < 4; ++shape) {
+      std::vector<float> v = RandomValues(n, 11 + shape);
+      if (shape == 1)
+        for (float& x : v) x = std::round(x * 4.0f) / 4.0f;
+      if (shape == 2)
+        for (size_t i = 5; i < n; i += n / 37) v[i] = 1e6f * (i % 2 ? 1.0f : -1.0f);
+      if (shape == 3) {
+        v[3] = INFINITY;
+        v[n - 1] = -INFINITY;
+        for (size_t i = 1; i < n; i += n / 50) v[i] = NAN;
+      }
+      for (const char* form : {"topk:0.01", "topk:0.001", "topk:0.1"}) {
+        const Spec topk = Parse(form);
+        const std::vector<float> d = Decoded(topk, v);
+        const std::vector<float> want = TopkReference(v, SentValues(topk, n));
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(d[i]), std::bit_cast<uint32_t>(want[i])) << form << " n " << n
+                                                                                    << " shape " << shape << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(CompressTest, TopkSendsTheFirstNaNsOnlyWhenFewerThanKValuesAreNot) {
+  std::vector<float> v(20000, NAN);
+  v[100] = 3.0f;
+  v[19000] = -1.0f;
+  const Spec topk = Parse("topk:0.0002");  // 4 values: the two numbers, then NaNs at 0 and 1
+  const std::vector<float> d = Decoded(topk, v);
+  EXPECT_EQ(d[100], 3.0f);
+  EXPECT_EQ(d[19000], -1.0f);
+  EXPECT_TRUE(std::isnan(d[0]) && std::isnan(d[1]));
+  EXPECT_EQ(d[2], 0.0f);
 }
 
 TEST(CompressTest, RandomkIndicesStayInsideTheChunkForEverySeed) {
