@@ -285,15 +285,9 @@ Status CompressWithResidual(const Spec& spec, const float* values, float* residu
                               reinterpret_cast<int8_t*>(body + 4 * blocks));
       break;
     }
-    case Kind::kOnebit: {
-      // The scale needs the whole chunk first: three passes, over a chunk in cache.
-      summation_kernels::SumInto(DType::kFloat32, residual, values, n);
-      uint8_t* bits = reinterpret_cast<uint8_t*>(body + 4);
-      const float scale = kernels::ToOnebit(residual, n, bits);
-      Write<float>(body, scale);
-      kernels::AddOnebit(scale, bits, n, -1.0f, residual);
+    case Kind::kOnebit:
+      Write<float>(body, kernels::ToOnebitFeedback(values, residual, n, reinterpret_cast<uint8_t*>(body + 4)));
       break;
-    }
     case Kind::kTopK:
     case Kind::kRandomK: {
       summation_kernels::SumInto(DType::kFloat32, residual, values, n);

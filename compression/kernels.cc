@@ -1,18 +1,13 @@
 #include "compression/kernels.h"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
 
+#include "compression/x86_simd.h"
 #include "summation/cpu_clones.h"
 #include "summation/half.h"
-
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
-#define SYNCLINE_X86_SIMD 1
-#include <immintrin.h>
-#endif
 
 // Reductions (int8's block maximum, onebit's mean) run in kLanes partial
 // results combined in a fixed order: the compiler may vectorize them without
@@ -80,39 +75,27 @@ void AddFp16F16c(const uint16_t* __restrict in, size_t n, float factor, float* _
   AddFp16Portable(in + i, n - i, factor, out + i);
 }
 
-bool HasF16c() {
-#ifdef SYNCLINE_NO_RUNTIME_DISPATCH
-#ifdef __F16C__
-  return true;
-#else
-  return false;
-#endif
-#else
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return has;
-#endif
-}
 #endif
 
 }  // namespace
 
 void ToFp16(const float* values, size_t n, uint16_t* out) {
 #ifdef SYNCLINE_X86_SIMD
-  if (HasF16c()) return ToFp16F16c(values, n, out);
+  if (HasAvx2()) return ToFp16F16c(values, n, out);
 #endif
   ToFp16Portable(values, n, out);
 }
 
 void ToFp16Feedback(const float* values, float* residual, size_t n, uint16_t* out) {
 #ifdef SYNCLINE_X86_SIMD
-  if (HasF16c()) return ToFp16FeedbackF16c(values, residual, n, out);
+  if (HasAvx2()) return ToFp16FeedbackF16c(values, residual, n, out);
 #endif
   ToFp16FeedbackPortable(values, residual, n, out);
 }
 
 void AddFp16(const uint16_t* in, size_t n, float factor, float* out) {
 #ifdef SYNCLINE_X86_SIMD
-  if (HasF16c()) return AddFp16F16c(in, n, factor, out);
+  if (HasAvx2()) return AddFp16F16c(in, n, factor, out);
 #endif
   AddFp16Portable(in, n, factor, out);
 }
@@ -179,11 +162,6 @@ void AddDequantized(const int8_t* __restrict q, size_t n, float scale, float fac
 
 namespace {
 
-SYNCLINE_CPU_CLONES
-void AddInPlace(float* __restrict dst, const float* __restrict src, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
 // One int8 block of len values: its scale, and its bytes.
 float QuantizeBlock(const float* values, size_t len, int8_t* q) {
   bool finite = true;
@@ -208,13 +186,57 @@ void ToInt8(const float* values, size_t n, size_t block, float* scales, int8_t* 
     scales[b] = QuantizeBlock(values + start, n - start < block ? n - start : block, q + start);
 }
 
-void ToInt8Feedback(const float* values, float* residual, size_t n, size_t block, float* scales, int8_t* q) {
-  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
-    const size_t len = n - start < block ? n - start : block;
-    AddInPlace(residual + start, values + start, len);
-    scales[b] = QuantizeBlock(residual + start, len, q + start);
-    AddDequantized(q + start, len, scales[b], -1.0f, residual + start);
+namespace {
+
+// int8 with error feedback, one block: c = residual + values goes into
+// residual while its largest magnitude is found (one pass), then c is
+// quantized and what the receiver will decode is taken out of residual (a
+// second pass). The same operations as adding values into residual, QuantizeBlock
+// and AddDequantized(-1), so the same bits, in two passes instead of four calls;
+// inlined into each clone of ToInt8Feedback.
+[[gnu::always_inline]] inline float QuantizeBlockFeedback(const float* __restrict values, float* __restrict residual,
+                                                          size_t len, int8_t* __restrict q) {
+  uint32_t lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= len; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float c = residual[i + j] + values[i + j];
+      residual[i + j] = c;
+      const uint32_t a = std::bit_cast<uint32_t>(c) & 0x7fffffffu;
+      lanes[j] = a > lanes[j] ? a : lanes[j];
+    }
+  uint32_t most = 0;
+  for (size_t j = 0; j < kLanes; ++j) most = lanes[j] > most ? lanes[j] : most;
+  for (; i < len; ++i) {
+    const float c = residual[i] + values[i];
+    residual[i] = c;
+    const uint32_t a = std::bit_cast<uint32_t>(c) & 0x7fffffffu;
+    most = a > most ? a : most;
   }
+  const float max = std::bit_cast<float>(most);
+  if (most >= 0x7f800000u || max < kTinyBlock) {  // as QuantizeBlock: NaN scale, or zeros
+    const float scale = most >= 0x7f800000u ? NAN : 0.0f;
+    std::memset(q, 0, len);
+    for (size_t k = 0; k < len; ++k) residual[k] += -1.0f * (0.0f * scale);
+    return scale;
+  }
+  const float inverse = 127.0f / max, scale = max / 127.0f;
+  for (size_t k = 0; k < len; ++k) {
+    const float v = residual[k] * inverse;
+    const auto quantized = static_cast<int8_t>(static_cast<int32_t>(v + std::copysign(0.5f, v)));
+    q[k] = quantized;
+    residual[k] += -1.0f * (static_cast<float>(quantized) * scale);
+  }
+  return scale;
+}
+
+}  // namespace
+
+SYNCLINE_CPU_CLONES
+void ToInt8Feedback(const float* values, float* residual, size_t n, size_t block, float* scales, int8_t* q) {
+  for (size_t start = 0, b = 0; start < n; start += block, ++b)
+    scales[b] = QuantizeBlockFeedback(values + start, residual + start, n - start < block ? n - start : block,
+                                      q + start);
 }
 
 void AddInt8(const float* scales, const int8_t* q, size_t n, size_t block, float factor, float* out) {
@@ -255,6 +277,63 @@ void SignBits(const float* __restrict values, size_t n, uint8_t* __restrict bits
 
 }  // namespace
 
+namespace {
+
+// onebit with error feedback, first pass: residual += values, and the sum of
+// the new residual's magnitudes (the lanes and order of SumAbs: the same bits).
+SYNCLINE_CPU_CLONES
+double AddAndSumAbs(const float* __restrict values, float* __restrict residual, size_t n) {
+  float lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float c = residual[i + j] + values[i + j];
+      residual[i + j] = c;
+      lanes[j] += std::fabs(c);
+    }
+  double sum = 0;
+  for (size_t j = 0; j < kLanes; ++j) sum += lanes[j];
+  for (; i < n; ++i) {
+    const float c = residual[i] + values[i];
+    residual[i] = c;
+    sum += std::fabs(c);
+  }
+  return sum;
+}
+
+// Second pass: the sign bits of residual, and residual minus what they decode
+// to (as SignBits, then AddOnebit with factor -1: the same bits).
+SYNCLINE_CPU_CLONES
+void SignBitsAndSubtract(float scale, float* __restrict residual, size_t n, uint8_t* __restrict bits) {
+  const uint32_t magnitude = std::bit_cast<uint32_t>(scale) & 0x7fffffffu;
+  const auto one = [&](size_t i) {
+    const uint32_t sign = std::bit_cast<uint32_t>(residual[i]) >> 31;
+    residual[i] += -1.0f * std::bit_cast<float>(magnitude | sign << 31);
+    return sign;
+  };
+  const size_t whole = n / 8;
+  for (size_t b = 0; b < whole; ++b) {
+    uint32_t byte = 0;
+    for (size_t j = 0; j < 8; ++j) byte |= one(8 * b + j) << j;
+    bits[b] = static_cast<uint8_t>(byte);
+  }
+  if (n % 8 != 0) {
+    uint32_t byte = 0;
+    for (size_t j = 0; j < n % 8; ++j) byte |= one(8 * whole + j) << j;
+    bits[whole] = static_cast<uint8_t>(byte);
+  }
+}
+
+}  // namespace
+
+float ToOnebitFeedback(const float* values, float* residual, size_t n, uint8_t* bits) {
+  if (n == 0) return 0;
+  const double mean = AddAndSumAbs(values, residual, n) / static_cast<double>(n);
+  const float scale = std::isfinite(mean) ? static_cast<float>(mean) : NAN;
+  SignBitsAndSubtract(scale, residual, n, bits);
+  return scale;
+}
+
 float ToOnebit(const float* values, size_t n, uint8_t* bits) {
   SignBits(values, n, bits);
   if (n == 0) return 0;
@@ -273,90 +352,6 @@ void AddOnebit(float scale, const uint8_t* __restrict bits, size_t n, float fact
   }
   for (size_t i = 8 * whole; i < n; ++i)
     out[i] += factor * std::bit_cast<float>(magnitude | ((static_cast<uint32_t>(bits[whole] >> (i % 8)) & 1u) << 31));
-}
-
-namespace {
-
-size_t IndicesAtLeastPortable(const float* values, size_t n, float threshold, uint32_t* out, size_t capacity) {
-  size_t found = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (std::fabs(values[i]) >= threshold) {  // NaN compares false
-      if (found < capacity) out[found] = static_cast<uint32_t>(i);
-      ++found;
-    }
-  }
-  return found;
-}
-
-#ifdef SYNCLINE_X86_SIMD
-// For each 8-bit mask, the positions of its set bits, lowest first (the rest 0).
-constexpr auto kSetBitPositions = [] {
-  std::array<std::array<uint8_t, 8>, 256> table{};
-  for (size_t mask = 0; mask < 256; ++mask) {
-    size_t next = 0;
-    for (uint8_t bit = 0; bit < 8; ++bit)
-      if (mask >> bit & 1) table[mask][next++] = bit;
-  }
-  return table;
-}();
-
-// Eight magnitudes compared at once into a bit mask; the indices of its set
-// bits are packed to the front of a vector (a table lookup and a shuffle) and
-// stored at out + found, and found moves on by their count: no branch per
-// candidate, which would mispredict at a few percent of the values passing.
-[[maybe_unused]] __attribute__((target("avx2,popcnt")))
-size_t IndicesAtLeastAvx2(const float* values, size_t n, float threshold, uint32_t* out, size_t capacity) {
-  const __m256 magnitude_bits = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 at_least = _mm256_set1_ps(threshold);
-  size_t found = 0;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 magnitudes = _mm256_and_ps(_mm256_loadu_ps(values + i), magnitude_bits);
-    const auto mask = static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(magnitudes, at_least, _CMP_GE_OQ)));
-    if (found + 8 <= capacity) {  // room for all eight: store them, keep the candidates
-      uint64_t positions;
-      std::memcpy(&positions, kSetBitPositions[mask].data(), 8);
-      const __m256i indices = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i)),
-                                               _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(positions))));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + found), indices);
-    } else {
-      for (uint32_t rest = mask; rest != 0; rest &= rest - 1)
-        if (found + std::popcount(mask) - std::popcount(rest) < capacity)
-          out[found + std::popcount(mask) - std::popcount(rest)] = static_cast<uint32_t>(i + std::countr_zero(rest));
-    }
-    found += std::popcount(mask);
-  }
-  const size_t stored = std::min(found, capacity);
-  const size_t rest = IndicesAtLeastPortable(values + i, n - i, threshold, out + stored, capacity - stored);
-  for (size_t j = stored; j < std::min(found + rest, capacity); ++j) out[j] += static_cast<uint32_t>(i);
-  return found + rest;
-}
-
-bool HasAvx2() {
-#ifdef SYNCLINE_NO_RUNTIME_DISPATCH
-#ifdef __AVX2__
-  return true;
-#else
-  return false;
-#endif
-#else
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-  return has;
-#endif
-}
-#endif
-
-}  // namespace
-
-size_t IndicesAtLeast(const float* values, size_t n, float threshold, uint32_t* out, size_t capacity) {
-#ifdef SYNCLINE_X86_SIMD
-  if (HasAvx2()) return IndicesAtLeastAvx2(values, n, threshold, out, capacity);
-#endif
-  return IndicesAtLeastPortable(values, n, threshold, out, capacity);
-}
-
-void AddSparse(const uint32_t* indices, const float* values, size_t k, float factor, float* out) {
-  for (size_t j = 0; j < k; ++j) out[indices[j]] += factor * values[j];
 }
 
 }  // namespace syncline::compression::kernels

@@ -35,10 +35,13 @@ void AddOnebit(float scale, const uint8_t* bits, size_t n, float factor, float* 
 
 // Error feedback fused into the encoding: c = values[i] + residual[i] is
 // encoded as the plain form would encode it, and residual[i] becomes
-// c - decoded(c), in one pass (int8: one pass per block, in cache).
+// c - decoded(c), in one pass (int8: two per block, in cache).
 void ToFp16Feedback(const float* values, float* residual, size_t n, uint16_t* out);
 void ToBf16Feedback(const float* values, float* residual, size_t n, uint16_t* out);
 void ToInt8Feedback(const float* values, float* residual, size_t n, size_t block, float* scales, int8_t* q);
+// onebit: two passes (the scale needs the whole chunk before any residual is
+// known); returns the scale, as ToOnebit of values + residual would.
+float ToOnebitFeedback(const float* values, float* residual, size_t n, uint8_t* bits);
 
 // top-k's candidates: the indices i, ascending, with |values[i]| >= threshold
 // (never a NaN), written to out while `capacity` lasts; returns how many there

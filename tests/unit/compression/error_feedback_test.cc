@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -82,6 +83,31 @@ TEST_P(ErrorFeedbackTest, TheFusedPassEqualsEncodingTheSumThenDecodingItBack) {
     ASSERT_TRUE(DecompressAdd(spec, plain.data(), plain.bytes, -1.0f, c.data(), n).ok());
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(residual[i], c[i]) << GetParam() << " n " << n << " value " << i;
   }
+}
+
+TEST_P(ErrorFeedbackTest, TheFusedPassEqualsTheStepsBitForBitWithInfinitiesAndTinyBlocks) {
+  // An infinity (int8: its block's scale is NaN; onebit: the whole chunk's)
+  // and a block of values too small to scale (int8 sends zeros).
+  const Spec spec = *ParseSpec(GetParam());
+  constexpr size_t kN = 1000 + 7;
+  std::vector<float> values = RandomValues(kN, 3), start = RandomValues(kN, 4, 0.1f);
+  values[3] = INFINITY;
+  for (size_t i = 256; i < 512; ++i) values[i] = start[i] = 1e-37f * static_cast<float>(i % 3);
+  std::vector<float> residual = start;
+  testing::Chunk fused;
+  fused.bytes = CompressedBytes(spec, kN);
+  fused.words.assign((fused.bytes + 3) / 4, 0);
+  ASSERT_TRUE(CompressWithResidual(spec, values.data(), residual.data(), kN, 9, fused.data()).ok());
+  std::vector<float> c(kN);
+  for (size_t i = 0; i < kN; ++i) c[i] = values[i] + start[i];
+  testing::Chunk plain = testing::Encode(spec, c, 9);
+  ASSERT_EQ(fused.words, plain.words) << GetParam();
+  ASSERT_TRUE(DecompressAdd(spec, plain.data(), plain.bytes, -1.0f, c.data(), kN).ok());
+  // A sparse form sends its values whole, so their residual is 0, an infinity's too (inf - inf
+  // would be NaN).
+  if (spec.kind == Kind::kTopK || spec.kind == Kind::kRandomK) c[3] = std::isnan(c[3]) ? 0.0f : c[3];
+  for (size_t i = 0; i < kN; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(residual[i]), std::bit_cast<uint32_t>(c[i])) << GetParam() << " value " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(LossyForms, ErrorFeedbackTest,

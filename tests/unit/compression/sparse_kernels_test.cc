@@ -1,0 +1,49 @@
+// compression/kernels.h's top-k candidate pass against a plain loop: every
+// size around the 8-value vectors, capacities that end mid-vector, and the
+// values a compare can get wrong (NaN, infinities, -0, the threshold itself).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "compression/kernels.h"
+
+namespace syncline::compression::kernels {
+namespace {
+
+std::vector<uint32_t> Expected(const std::vector<float>& v, float threshold) {
+  std::vector<uint32_t> indices;
+  for (uint32_t i = 0; i < v.size(); ++i)
+    if (std::fabs(v[i]) >= threshold) indices.push_back(i);
+  return indices;
+}
+
+TEST(IndicesAtLeastTest, MatchesAPlainLoopForEverySizeAndCapacity) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> dist;
+  for (size_t n = 0; n <= 70; ++n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(gen);
+    if (n > 5) v[5] = NAN;
+    if (n > 9) v[9] = -INFINITY;
+    if (n > 12) v[12] = -0.0f;
+    if (n > 17) v[17] = -1.0f;  // exactly the threshold's magnitude: taken
+    for (float threshold : {1.0f, 0.25f, 0.0f, -INFINITY, INFINITY}) {
+      const std::vector<uint32_t> want = Expected(v, threshold);
+      for (size_t capacity : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, want.size() - std::min<size_t>(want.size(), 1),
+                              want.size(), want.size() + 8}) {
+        std::vector<uint32_t> out(capacity + 1, 0xdeadbeef);  // one guard past the capacity
+        const size_t found = IndicesAtLeast(v.data(), n, threshold, out.data(), capacity);
+        ASSERT_EQ(found, want.size()) << "n " << n << " threshold " << threshold;
+        for (size_t j = 0; j < std::min(found, capacity); ++j)
+          ASSERT_EQ(out[j], want[j]) << "n " << n << " threshold " << threshold << " capacity " << capacity;
+        ASSERT_EQ(out[capacity], 0xdeadbeefu) << "wrote past the capacity: n " << n << " capacity " << capacity;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace syncline::compression::kernels
