@@ -45,8 +45,8 @@ float ToOnebitFeedback(const float* values, float* residual, size_t n, uint8_t* 
 
 // top-k's candidates: the indices i, ascending, with |values[i]| >= threshold
 // (never a NaN), written to out while `capacity` lasts; returns how many there
-// are (more than capacity: out holds the first `capacity`). With AVX2, one
-// vector compare per 8 values, then a step per candidate.
+// are (more than capacity: out holds the first `capacity`). out[found,
+// capacity) may be overwritten. With AVX2, one vector compare per 8 values.
 size_t IndicesAtLeast(const float* values, size_t n, float threshold, uint32_t* out, size_t capacity);
 
 // Sparse: out[indices[j]] += factor * values[j].

@@ -51,8 +51,8 @@ size_t IndicesAtLeastAvx2(const float* values, size_t n, float threshold, uint32
     if (found + 8 <= capacity) {  // room for all eight: store them, keep the candidates
       uint64_t positions;
       std::memcpy(&positions, kSetBitPositions[mask].data(), 8);
-      const __m256i indices = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i)),
-                                               _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(positions))));
+      const __m256i offsets = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(positions)));
+      const __m256i indices = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i)), offsets);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + found), indices);
     } else {
       size_t at = found;

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import syncline.tensorflow as bps  # noqa: E402
-from syncline import _session  # noqa: E402
+from syncline import _outputs, _session  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shim_worker import CppReference, check_sum, poison_ends, single_tensor_loop_options  # noqa: E402
@@ -45,7 +45,7 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     x = tf.ones(a.bytes // 4)
-    output = _session.aligned_empty((a.bytes // 4,), np.float32)
+    output = _outputs.aligned_empty((a.bytes // 4,), np.float32)
     now = time.perf_counter_ns
 
     def pieces():

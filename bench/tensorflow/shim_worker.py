@@ -28,13 +28,12 @@ import ctypes
 import json
 import os
 import random
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from syncline import _session  # framework-neutral: imports neither torch nor TensorFlow
+from syncline import _outputs, _session  # framework-neutral: imports neither torch nor TensorFlow
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -111,13 +110,8 @@ def poison_free_outputs(session):
     a call whose result was dropped, the one it used), so the next sum into it is checked for real;
     stops the bench where the pool has arrays and none is free. A bench may reach into the package's
     private parts: the pool is one."""
-    poisoned = 0
-    for arrays in session._outputs.values():
-        for array in arrays:
-            if sys.getrefcount(array) <= _session._FREE_REFS:  # output_array's test of a free one
-                poison_ends(array)
-                poisoned += 1
-    if poisoned == 0 and any(session._outputs.values()):
+    poisoned, pooled = session.outputs.visit_free(poison_ends)
+    if poisoned == 0 and pooled > 0:
         raise SystemExit("no pooled output was free after a call: the next sum would go unchecked")
 
 
@@ -169,8 +163,8 @@ class CppReference:
         session = _session.current()
         self._worker = session.worker
         self._push_pull = ctypes.cast(self._worker._lib.syncline_push_pull, ctypes.c_void_p)
-        self.data = _session.aligned_empty((size // 4,), np.float32)
-        self.sums = _session.aligned_empty((size // 4,), np.float32)
+        self.data = _outputs.aligned_empty((size // 4,), np.float32)
+        self.sums = _outputs.aligned_empty((size // 4,), np.float32)
         self.tensor_id = session.tensor_id(f"bench.cpp.{size}", _session.array_dtype(self.data), self.data.shape)
         self._ns = ctypes.c_int64()
 

@@ -8,17 +8,20 @@ the next. An entry is whatever the shim needs to finish the operation; it has an
 import itertools
 import threading
 
+# Handle numbers, unique in the process: one left over from a session that ended
+# (held by an old optimizer) can never name an operation of the next session.
+_numbers = itertools.count(1)
+
 
 class Handles:
     def __init__(self):
         self._lock = threading.Lock()
-        self._next = itertools.count(1)
         self._pending = {}
 
     def add(self, entry):
         """Keeps `entry` until it is taken back; returns its handle (a positive int)."""
         with self._lock:
-            handle = next(self._next)
+            handle = next(_numbers)
             self._pending[handle] = entry
             return handle
 

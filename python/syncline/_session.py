@@ -15,6 +15,7 @@ import numpy as np
 
 from syncline import _capi
 from syncline._handles import Handles
+from syncline._outputs import OutputPool
 from syncline.errors import NotInitializedError, SynclineError
 
 # Settings that say this process was started as part of a job (by pslaunch,
@@ -41,28 +42,6 @@ def array_dtype(array):
     return code
 
 
-def aligned_empty(shape, dtype, alignment=64):
-    """An uninitialized C-contiguous array whose data starts on an `alignment`-byte boundary (what
-    TensorFlow needs to take the memory over without a copy)."""
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + alignment, dtype=np.uint8)
-    start = -raw.ctypes.data % alignment
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
-
-
-def _refs_of_a_free_pooled_array():
-    """What sys.getrefcount reports for an array held only by a pool list, inside a loop over
-    that list (as output_array looks at it): 3 up to CPython 3.13, where the argument counts,
-    and less where the interpreter borrows it."""
-    pool = [np.empty(1)]
-    for array in pool:
-        return sys.getrefcount(array)
-
-
-_FREE_REFS = _refs_of_a_free_pooled_array()
-
-
 class _Posted:
     """A posted array until it is waited for: libsyncline's operation, the array the sum lands in,
     and the input it reads (kept alive while it may)."""
@@ -84,9 +63,10 @@ class Session:
         self._declared = {}  # name -> (dtype code, shape, tensor id, compression)
         self._unnamed = 0
         self.handles = Handles()  # every shim's operations in flight, until waited for
-        self._outputs = {}  # (dtype, shape) -> output arrays for reuse (see output_array)
+        self.outputs = OutputPool()  # what sums are written into, for shims that hand them over
         self._closers = []  # run at shutdown, before the worker leaves (e.g. updater threads)
-        self.closing = False  # shutdown() has begun
+        self.closing = False  # shutdown() has begun: no new operation may start
+        self.left = threading.Event()  # shutdown() has ended: the worker left the job
         # osp and ssp: the wrappers sum model changes, and the shims' own sums are refused.
         self.sync_mode = self.worker.sync_mode
         self.sums_models = self.sync_mode in ("osp", "ssp")
@@ -117,7 +97,10 @@ class Session:
     def tensor_id(self, name, dtype, shape, compression=None):
         """The id of tensor `name`, declaring it on first use (a collective: every worker declares it).
         `compression`: the form its chunks travel in ("none", "int8", "topk:0.01", ...; None: the
-        job's SYNCLINE_COMPRESSION, for float32 tensors)."""
+        job's SYNCLINE_COMPRESSION, for float32 tensors). Every operation a shim starts asks it first,
+        so it also refuses them once shutdown() has begun."""
+        if self.closing:
+            raise NotInitializedError("Syncline is shutting down: no operation may start during shutdown()")
         # Asked on every call: a name seen before with this dtype and shape is answered without
         # the lock (one dict read is atomic in CPython, and entries are never changed).
         known = self._declared.get(name)
@@ -159,17 +142,17 @@ class Session:
 
     def push_pull_array(self, name, array, average, priority=0, form=None):
         """Sums `array` (C-contiguous; only read) across workers and returns the sum, in one of
-        this session's pooled output arrays (output_array): the one-call path of an eager shim,
+        this session's pooled output arrays (self.outputs): the one-call path of an eager shim,
         with no handle to keep. `form`: the compression it travels in (as tensor_id's)."""
         if not array.flags.c_contiguous:
             raise ValueError(f"tensor '{name}' is not contiguous")
         tensor_id = self.tensor_id(name, array_dtype(array), array.shape, form)
-        output = self.output_array(array.shape, array.dtype)
+        output = self.outputs.take(array.shape, array.dtype)
         try:
             self.worker.push_pull(tensor_id, array.ctypes.data, average, priority, output.ctypes.data)
         except BaseException:
             keep_alive(array, output)  # the transport may still read the one and write the other
-            self._unpool(output)  # kept for good: its place in the pool goes to a new array
+            self.outputs.forget(output)  # kept for good
             raise
         return output
 
@@ -191,48 +174,19 @@ class Session:
 
     def push_pull_arrays(self, names, arrays, average, priorities, form=None):
         """Sums each of `arrays` (C-contiguous; only read) across workers, posted in the order given,
-        and returns the sums in pooled output arrays (output_array): an eager shim's whole path. One
+        and returns the sums in pooled output arrays (self.outputs): an eager shim's whole path. One
         array is one blocking C call; several are all posted before any is waited for."""
         if len(arrays) == 1:
             return [self.push_pull_array(names[0], arrays[0], average, priorities[0], form)]
         handles = []
         try:
             for name, array, priority in zip(names, arrays, priorities):
-                output = self.output_array(array.shape, array.dtype)
+                output = self.outputs.take(array.shape, array.dtype)
                 handles.append(self.post_array(name, array, average, priority, output, form))
         except BaseException:
             self.abandon(handles)
             raise
         return self.wait_arrays(handles)
-
-    # Output arrays kept per dtype and shape: fresh memory costs a page fault per
-    # 4 KiB when the sum is first written (about 0.1 ms per MiB here), as much
-    # as moving the bytes. Gradients of a step are freed before the next one's
-    # come back, so a few per shape suffice.
-    _OUTPUTS_PER_SHAPE = 4
-
-    def output_array(self, shape, dtype):
-        """An aligned array to sum into: one of this session's whose every other holder (a tensor
-        that took it over) has let go, or a new one."""
-        key = (np.dtype(dtype), tuple(shape))  # not dtype.str: ~1 us a call
-        with self._lock:
-            pool = self._outputs.setdefault(key, [])
-            for array in pool:
-                # Held only by the pool (and this loop): free.
-                if sys.getrefcount(array) <= _FREE_REFS:
-                    return array
-            array = aligned_empty(shape, dtype)
-            if len(pool) < self._OUTPUTS_PER_SHAPE:
-                pool.append(array)
-            return array
-
-    def _unpool(self, array):
-        with self._lock:
-            for pool in self._outputs.values():
-                for i, pooled in enumerate(pool):
-                    if pooled is array:
-                        del pool[i]
-                        return
 
     def abandon(self, handles):
         """Forgets posted arrays that will not be waited for (a later post failed): they stay
@@ -293,6 +247,7 @@ _ended = False
 _exit_hook = []  # [the pid that registered shutdown_at_exit], once registered
 _kept = []  # memory a failed call may still be written into: kept until the process ends
 _state_lock = threading.Lock()
+_SHUTDOWN_WAIT_S = 600  # a second shutdown() waits this long for the first (each of whose waits has a deadline)
 
 
 def keep_alive(*objects):
@@ -306,6 +261,8 @@ def init():
     """Joins the job this process was launched into (idempotent)."""
     global _current, _ended
     with _state_lock:
+        if _current is not None and _current.closing:
+            raise NotInitializedError("Syncline is shutting down: call init() once shutdown() has returned")
         if _current is None:
             _current = Session()
             _ended = False
@@ -372,9 +329,14 @@ def shutdown():
     global _current, _ended
     with _state_lock:
         session = _current
-        if session is None or session.closing:
+        if session is None:
             return
+        first = not session.closing
         session.closing = True
+    if not first:  # another thread is leaving: return once it has
+        if not session.left.wait(timeout=_SHUTDOWN_WAIT_S):
+            raise SynclineError(f"shutdown() in another thread did not end within {_SHUTDOWN_WAIT_S} s")
+        return
     # The closers finish what is in flight (overlapped updates wait for their sums through the
     # session's handles), so the session stays current until they are done.
     first_error = None
@@ -386,6 +348,9 @@ def shutdown():
     with _state_lock:
         _current = None
         _ended = True
-    session.worker.shutdown()
+    try:
+        session.worker.shutdown()
+    finally:
+        session.left.set()
     if first_error is not None:
         raise first_error

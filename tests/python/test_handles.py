@@ -40,6 +40,16 @@ def test_discard_skips_unknown_handles_and_numpy_integers_are_handles():
     assert handles.discard([a]) == []
 
 
+def test_a_handle_is_never_reused_by_another_registry():
+    # A session's registry after init(), shutdown(), init(): a handle an old optimizer still holds
+    # must not name an operation of the new session.
+    old, new = Handles(), Handles()
+    kept = old.add(_Entry("old"))
+    assert new.add(_Entry("new")) != kept
+    with pytest.raises(ValueError, match=str(kept)):
+        new.get(kept)
+
+
 def test_concurrent_adds_get_distinct_handles():
     handles, got = Handles(), []
     lock = threading.Lock()

@@ -95,8 +95,7 @@ def _exact_sums(path):
     session = _session.current()
     mine = tf.constant(base * (rank + 1), dtype=tf.float32)
     got = ops._push_pull_eager(session, [mine], [f"{path}.direct"], False, [0])[0]
-    pooled = [a.ctypes.data for pool in session._outputs.values() for a in pool]
-    assert np.from_dlpack(got).ctypes.data in pooled, "the eager sum is not in a pooled buffer"
+    assert session.outputs.holds(np.from_dlpack(got).ctypes.data), "the eager sum is not in a pooled buffer"
     again = bps.push_pull(got, average=False, name=f"{path}.again")
     assert not np.shares_memory(np.from_dlpack(again), np.from_dlpack(got))
     assert np.array_equal(got.numpy(), total) and np.array_equal(again.numpy(), total * size)
@@ -152,9 +151,9 @@ def tape_and_broadcast():
 
 
 def compressed_gradients():
-    """DistributedGradientTape with Compression.onebit, eagerly and in a tf.function, and push_pull with
-    it (eagerly, traced, and its gradient): the averaged gradient comes back as onebit (every value the same magnitude, the signs kept), the same on every
-    worker; a float64 gradient under an explicit form is refused with the reason. The job runs with
+    """DistributedGradientTape with Compression.onebit, eagerly and in a tf.function, and push_pull
+    with it (eagerly, traced, and its gradient): the averaged gradient comes back as onebit (every
+    value the same magnitude, the signs kept), the same on every worker; a float64 gradient under an explicit form is refused with the reason. The job runs with
     SYNCLINE_MIN_COMPRESS_BYTES=0."""
     rank = bps.rank()
     w = tf.Variable(tf.zeros((3000,)), name="onebit_w")

@@ -4,12 +4,14 @@ Each check asserts exact outcomes and prints 'CHECK ok' at its end; a failed
 assertion exits non-zero, which ends the job with the worker's traceback.
 """
 import os
+import threading
 import time
 
 import torch
 
 import syncline.torch as bps
 from expect import expect_error, run_check
+from syncline import _session
 
 
 def exact_sums():
@@ -93,8 +95,31 @@ def errors():
     expect_error(ValueError, lambda: bps.synchronize(12345), ["12345"], "an unknown handle was accepted")
     expect_error(ValueError, lambda: bps.broadcast_parameters([("x", torch.ones(2))], root_rank=bps.size()),
                  ["root_rank"], "a root beyond the job was accepted")
-    bps.shutdown()
+    _shutdown_refuses_new_calls_and_a_second_one_waits()
     expect_error(bps.NotInitializedError, bps.rank, ["shut down"], "rank() after shutdown() answered")
+
+
+def _shutdown_refuses_new_calls_and_a_second_one_waits():
+    """While shutdown() runs (here: in a closer of its own), a new push_pull and init() are refused,
+    and a second shutdown() from another thread returns only once the worker has left."""
+    session, seen = _session.current(), {}
+
+    def during_shutdown():
+        expect_error(bps.NotInitializedError, lambda: bps.push_pull(torch.ones(4), name="shape"), ["shutting down"],
+                     "a push_pull started during shutdown()")
+        expect_error(bps.NotInitializedError, bps.init, ["shutting down"], "init() during shutdown() was answered")
+
+        def second():
+            bps.shutdown()
+            seen["left"] = session.left.is_set()
+
+        seen["thread"] = threading.Thread(target=second)
+        seen["thread"].start()
+
+    session.on_shutdown(during_shutdown)
+    bps.shutdown()
+    seen["thread"].join(timeout=60)
+    assert seen.get("left") is True, "a second shutdown() returned before the first had left the job"
 
 
 def dead_peer():

@@ -212,7 +212,7 @@ def _push_pull_numpy_function(session, tensors, names, average, priorities, form
     for i in order:
         def post(array, name=names[i], priority=priorities[i]):
             array = np.asarray(array, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
-            output = session.output_array(array.shape, array.dtype)
+            output = session.outputs.take(array.shape, array.dtype)
             return np.int64(session.post_array(name, array, average, priority, output, form))
 
         handles.append(tf.numpy_function(post, [tensors[i]], tf.int64, stateful=True, name="SynclinePost"))

@@ -117,7 +117,10 @@ def poll(handle):
 
 def synchronize(handle):
     """Waits for the push_pull of `handle` (bounded by the job's request timeout) and returns its result."""
-    pending, = _session.current().handles.pop([handle])
+    handles = _session.current().handles
+    if not isinstance(handles.get(handle), _Pending):
+        raise ValueError(f"handle {handle} is not a push_pull of syncline.torch")
+    pending, = handles.pop([handle])
     try:
         pending.op.wait()
     except BaseException:

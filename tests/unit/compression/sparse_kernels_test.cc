@@ -3,6 +3,7 @@
 // values a compare can get wrong (NaN, infinities, -0, the threshold itself).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -32,8 +33,9 @@ TEST(IndicesAtLeastTest, MatchesAPlainLoopForEverySizeAndCapacity) {
     if (n > 17) v[17] = -1.0f;  // exactly the threshold's magnitude: taken
     for (float threshold : {1.0f, 0.25f, 0.0f, -INFINITY, INFINITY}) {
       const std::vector<uint32_t> want = Expected(v, threshold);
-      for (size_t capacity : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, want.size() - std::min<size_t>(want.size(), 1),
-                              want.size(), want.size() + 8}) {
+      const size_t all = want.size();
+      for (size_t capacity : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, all - std::min<size_t>(all, 1), all,
+                              all + 8}) {
         std::vector<uint32_t> out(capacity + 1, 0xdeadbeef);  // one guard past the capacity
         const size_t found = IndicesAtLeast(v.data(), n, threshold, out.data(), capacity);
         ASSERT_EQ(found, want.size()) << "n " << n << " threshold " << threshold;
