@@ -33,13 +33,16 @@ class Handles:
             raise _unknown(handle)
         return entry
 
-    def pop(self, handles):
-        """The entries of `handles`, in their order, taken out; none is taken if one is unknown."""
+    def pop(self, handles, kind=None):
+        """The entries of `handles`, in their order, taken out; none is taken if one is unknown (or,
+        with `kind`, is not an instance of it: another shim's)."""
         keys = [int(h) for h in handles]
         with self._lock:
             for key in keys:
                 if key not in self._pending:
                     raise _unknown(key)
+                if kind is not None and not isinstance(self._pending[key], kind):
+                    raise ValueError(f"handle {key} is not an operation of this kind ({kind.__name__})")
             if len(set(keys)) != len(keys):
                 raise ValueError("the same handle was given twice: an operation is waited for once")
             return [self._pending.pop(key) for key in keys]

@@ -29,6 +29,8 @@ def test_a_pop_with_an_unknown_or_repeated_handle_takes_nothing():
         handles.pop([a, 12345])
     with pytest.raises(ValueError, match="twice"):
         handles.pop([b, b])
+    with pytest.raises(ValueError, match="not an operation of this kind"):
+        handles.pop([a, b], kind=int)
     assert [e.name for e in handles.pop([a, b])] == ["a", "b"]  # both still there
 
 

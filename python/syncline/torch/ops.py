@@ -117,10 +117,7 @@ def poll(handle):
 
 def synchronize(handle):
     """Waits for the push_pull of `handle` (bounded by the job's request timeout) and returns its result."""
-    handles = _session.current().handles
-    if not isinstance(handles.get(handle), _Pending):
-        raise ValueError(f"handle {handle} is not a push_pull of syncline.torch")
-    pending, = handles.pop([handle])
+    pending, = _session.current().handles.pop([handle], kind=_Pending)
     try:
         pending.op.wait()
     except BaseException:
