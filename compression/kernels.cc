@@ -9,7 +9,7 @@
 #include "summation/cpu_clones.h"
 #include "summation/half.h"
 
-// Reductions (int8's block maximum, onebit's mean) run in kLanes partial
+// Reductions (int8's block maximum; onebit's mean in onebit_kernels.cc) run in kLanes partial
 // results combined in a fixed order: the compiler may vectorize them without
 // reassociating anything (-ffp-contract=off, no fast-math), so every CPU
 // clone gives the same bits.
@@ -242,116 +242,6 @@ void ToInt8Feedback(const float* values, float* residual, size_t n, size_t block
 void AddInt8(const float* scales, const int8_t* q, size_t n, size_t block, float factor, float* out) {
   for (size_t start = 0, b = 0; start < n; start += block, ++b)
     AddDequantized(q + start, n - start < block ? n - start : block, scales[b], factor, out + start);
-}
-
-namespace {
-
-SYNCLINE_CPU_CLONES
-double SumAbs(const float* __restrict values, size_t n) {
-  float lanes[kLanes] = {};
-  size_t i = 0;
-  // Float lanes lose a little over long chunks (about n / 16 ulps at worst);
-  // a scale needs no more. They are combined in double.
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t j = 0; j < kLanes; ++j) lanes[j] += std::fabs(values[i + j]);
-  double sum = 0;
-  for (size_t j = 0; j < kLanes; ++j) sum += lanes[j];
-  for (; i < n; ++i) sum += std::fabs(values[i]);
-  return sum;
-}
-
-SYNCLINE_CPU_CLONES
-void SignBits(const float* __restrict values, size_t n, uint8_t* __restrict bits) {
-  const size_t whole = n / 8;
-  for (size_t b = 0; b < whole; ++b) {
-    uint32_t byte = 0;
-    for (size_t j = 0; j < 8; ++j) byte |= (std::bit_cast<uint32_t>(values[8 * b + j]) >> 31) << j;
-    bits[b] = static_cast<uint8_t>(byte);
-  }
-  if (n % 8 != 0) {
-    uint32_t byte = 0;
-    for (size_t j = 0; j < n % 8; ++j) byte |= (std::bit_cast<uint32_t>(values[8 * whole + j]) >> 31) << j;
-    bits[whole] = static_cast<uint8_t>(byte);
-  }
-}
-
-}  // namespace
-
-namespace {
-
-// onebit with error feedback, first pass: residual += values, and the sum of
-// the new residual's magnitudes (the lanes and order of SumAbs: the same bits).
-SYNCLINE_CPU_CLONES
-double AddAndSumAbs(const float* __restrict values, float* __restrict residual, size_t n) {
-  float lanes[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t j = 0; j < kLanes; ++j) {
-      const float c = residual[i + j] + values[i + j];
-      residual[i + j] = c;
-      lanes[j] += std::fabs(c);
-    }
-  double sum = 0;
-  for (size_t j = 0; j < kLanes; ++j) sum += lanes[j];
-  for (; i < n; ++i) {
-    const float c = residual[i] + values[i];
-    residual[i] = c;
-    sum += std::fabs(c);
-  }
-  return sum;
-}
-
-// Second pass: the sign bits of residual, and residual minus what they decode
-// to (as SignBits, then AddOnebit with factor -1: the same bits).
-SYNCLINE_CPU_CLONES
-void SignBitsAndSubtract(float scale, float* __restrict residual, size_t n, uint8_t* __restrict bits) {
-  const uint32_t magnitude = std::bit_cast<uint32_t>(scale) & 0x7fffffffu;
-  const auto one = [&](size_t i) {
-    const uint32_t sign = std::bit_cast<uint32_t>(residual[i]) >> 31;
-    residual[i] += -1.0f * std::bit_cast<float>(magnitude | sign << 31);
-    return sign;
-  };
-  const size_t whole = n / 8;
-  for (size_t b = 0; b < whole; ++b) {
-    uint32_t byte = 0;
-    for (size_t j = 0; j < 8; ++j) byte |= one(8 * b + j) << j;
-    bits[b] = static_cast<uint8_t>(byte);
-  }
-  if (n % 8 != 0) {
-    uint32_t byte = 0;
-    for (size_t j = 0; j < n % 8; ++j) byte |= one(8 * whole + j) << j;
-    bits[whole] = static_cast<uint8_t>(byte);
-  }
-}
-
-}  // namespace
-
-float ToOnebitFeedback(const float* values, float* residual, size_t n, uint8_t* bits) {
-  if (n == 0) return 0;
-  const double mean = AddAndSumAbs(values, residual, n) / static_cast<double>(n);
-  const float scale = std::isfinite(mean) ? static_cast<float>(mean) : NAN;
-  SignBitsAndSubtract(scale, residual, n, bits);
-  return scale;
-}
-
-float ToOnebit(const float* values, size_t n, uint8_t* bits) {
-  SignBits(values, n, bits);
-  if (n == 0) return 0;
-  const double mean = SumAbs(values, n) / static_cast<double>(n);
-  return std::isfinite(mean) ? static_cast<float>(mean) : NAN;
-}
-
-SYNCLINE_CPU_CLONES
-void AddOnebit(float scale, const uint8_t* __restrict bits, size_t n, float factor, float* __restrict out) {
-  const uint32_t magnitude = std::bit_cast<uint32_t>(scale) & 0x7fffffffu;
-  const size_t whole = n / 8;
-  for (size_t b = 0; b < whole; ++b) {
-    const uint32_t byte = bits[b];
-    for (size_t j = 0; j < 8; ++j)
-      out[8 * b + j] += factor * std::bit_cast<float>(magnitude | (((byte >> j) & 1u) << 31));
-  }
-  for (size_t i = 8 * whole; i < n; ++i)
-    out[i] += factor * std::bit_cast<float>(magnitude | ((static_cast<uint32_t>(bits[whole] >> (i % 8)) & 1u) << 31));
 }
 
 }  // namespace syncline::compression::kernels

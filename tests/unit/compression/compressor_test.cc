@@ -138,6 +138,21 @@ TEST(CompressTest, OnebitSendsEachSignWithTheMeanMagnitude) {
   }
 }
 
+TEST(CompressTest, OnebitAddsFactorTimesEachSignedScaleIntoTheSum) {
+  // The sum path (DecompressAdd) unpacks the bits as Decompress does, lane
+  // for lane, whole bytes and the tail: out[i] + factor * decoded[i], bit for bit.
+  const Spec onebit = Parse("onebit");
+  for (size_t n : kSizes) {
+    const std::vector<float> v = RandomValues(n, 5), base = RandomValues(n, 6);
+    const std::vector<float> d = Decoded(onebit, v);
+    testing::Chunk c = Encode(onebit, v);
+    std::vector<float> sum = base;
+    ASSERT_TRUE(DecompressAdd(onebit, c.data(), c.bytes, 0.25f, sum.data(), n).ok());
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(sum[i]), std::bit_cast<uint32_t>(base[i] + 0.25f * d[i])) << n << " " << i;
+  }
+}
+
 TEST(CompressTest, TopkKeepsExactlyTheLargestMagnitudes) {
   for (size_t n : kSizes) {
     if (n == 0) continue;
