@@ -67,3 +67,17 @@ print("before-init ok")
 
 def test_osp_mode_is_refused_with_the_reason():
     conftest.run_checks("tf_checks.py", "osp_refused", env={"SYNCLINE_SYNC_MODE": "osp"})
+
+
+def run_osp_checks(check, workers=2, period=1):
+    conftest.run_checks("tf_osp_checks.py", check, workers,
+                        env={"SYNCLINE_SYNC_MODE": "osp", "SYNCLINE_OSP_PERIOD": period})
+
+
+@pytest.mark.parametrize("period", [3, 0])
+def test_osp_keras_optimizer_merges_to_bsp(period):
+    run_osp_checks("merged_model_equals_bsp", period=period)
+
+
+def test_osp_keras_fit_trains_as_local():
+    run_osp_checks("fit_trains_as_local", workers=1, period=2)

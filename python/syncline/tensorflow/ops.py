@@ -115,10 +115,13 @@ class Compression(NativeForms):
     fp16 = FP16Compressor
 
 
-def _refuse_model_sync(mode):
-    raise SynclineError(f"syncline.tensorflow does not train in {mode} mode yet (SYNCLINE_SYNC_MODE={mode}; "
-                        "syncline.torch does): it sums gradients, which that mode does not. Run with "
-                        "SYNCLINE_SYNC_MODE=bsp")
+def _refuse_model_sync(session, what):
+    """osp: only the DistributedOptimizer sums (model changes); ssp: not in this shim yet."""
+    if session.sync_mode == "ssp":
+        raise SynclineError("syncline.tensorflow does not train in ssp mode yet (SYNCLINE_SYNC_MODE=ssp; "
+                            "syncline.torch does): it sums gradients, which that mode does not. Run with "
+                            "SYNCLINE_SYNC_MODE=bsp or osp")
+    session.refuse_raw_sums(what)
 
 
 def _check_dtype(tensor):
@@ -254,7 +257,7 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
     of the result is push_pulled too."""
     session = _session.current()
     if session.sums_models:
-        _refuse_model_sync(session.sync_mode)
+        _refuse_model_sync(session, "push_pull")
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     _check_dtype(tensor)
@@ -291,7 +294,7 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
     embedding's gradient) is sent whole."""
     session = _session.current()
     if session.sums_models:
-        _refuse_model_sync(session.sync_mode)
+        _refuse_model_sync(session, "averaging gradients")
     present = [i for i, g in enumerate(grads) if g is not None]
     sent, contexts = [], []
     for i in present:

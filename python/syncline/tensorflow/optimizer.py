@@ -7,9 +7,20 @@ variable's place in the model (first used in the forward pass = most urgent),
 then lets the optimizer update as it would alone. Everything else (learning-rate
 schedules, clipping, weight decay, EMA, gradient accumulation, saving) is the
 wrapped optimizer's own.
+
+In osp mode (SYNCLINE_SYNC_MODE=osp) no gradient is averaged: apply() updates
+with the local gradients, and every SYNCLINE_OSP_PERIOD steps the model change
+is averaged while training goes on (syncline.tensorflow.model_sync).
+average_models() makes every worker hold the global model (before a
+checkpoint or an evaluation).
 """
 
+import tensorflow as tf
+
 from syncline import _session
+from syncline.compression import native_form
+from syncline.errors import SynclineError
+from syncline.tensorflow.model_sync import ModelSync
 from syncline.tensorflow.ops import Compression, average_gradients, graph_builder, variable_name
 
 
@@ -17,15 +28,47 @@ class _SynclineApply:
     """Mixed in before the user's optimizer class."""
 
     _syncline_compression = Compression.none
+    _syncline_model_sync = None  # osp mode: the synchronizations of this optimizer's variables
 
     @graph_builder
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
         variables = list(trainable_variables) if trainable_variables is not None else None
+        session = _session.current()  # a clear error before init(), not a failure deep in a trace
+        if session.sync_mode == "osp":
+            return self._syncline_apply_locally(grads, variables)
         return super().apply(self._syncline_average(grads, variables), trainable_variables=variables)
 
+    def average_models(self):
+        """osp mode: merges the synchronization in flight and averages once more, so that every worker
+        holds the global model (before a checkpoint or an evaluation). A collective: every worker
+        calls it after the same number of steps. Eagerly (between model.fit calls, or in a callback)."""
+        if self._syncline_model_sync is None:
+            raise SynclineError("average_models() is for osp mode (SYNCLINE_SYNC_MODE=osp), after the first update")
+        self._syncline_model_sync.average_models()
+
+    def _syncline_apply_locally(self, grads, variables):
+        """osp: the local update, then the synchronization schedule (syncline.tensorflow.model_sync)."""
+        if variables is None:
+            variables = list(self._trainable_variables)
+        sync = self._syncline_model_sync
+        if sync is None:
+            names = [variable_name(v, i) for i, v in enumerate(variables)]
+            sync = self._syncline_model_sync = ModelSync(variables, names, _session.current().worker.osp_period,
+                                                         native_form(self._syncline_compression),
+                                                         prefix=f"{self.name}.osp.")
+        if tf.executing_eagerly():
+            sync.before_update()
+            result = super().apply(grads, trainable_variables=variables)
+            sync.after_update()
+            return result
+        with tf.control_dependencies([sync.before_update_in_graph()]):
+            grads = [tf.identity(g) for g in grads]  # the update reads the parameters worker 0 gave
+        result = super().apply(grads, trainable_variables=variables)
+        sync.after_update_in_graph([tf.convert_to_tensor(v) for v in variables])  # stateful: runs in program order
+        return result
+
     def _syncline_average(self, grads, variables):
-        _session.current()  # a clear error before init(), not a failure deep in a trace
         if variables is None:  # gradients given in the order the optimizer was built with
             variables = list(self._trainable_variables)
         names = [f"{self.name}.grad.{variable_name(v, i)}" for i, v in enumerate(variables)]

@@ -1,0 +1,91 @@
+"""OSP for syncline.tensorflow: the schedule of syncline._model_sync over Keras variables.
+
+In osp mode the DistributedOptimizer applies each step's local gradients and
+then, every `period` steps, averages the model change since the last global
+model without waiting; see syncline._model_sync for the rules and what they
+guarantee. The schedule runs in Python between updates: eagerly as it is,
+and inside a tf.function (Keras's train step) through two tf.py_function
+calls per step, ordered around the update. The parameters travel as host
+arrays (the session's post_array), as TensorFlow's fallback path does.
+"""
+import numpy as np
+import tensorflow as tf
+
+from syncline import _model_sync, _session
+
+
+class _KerasVariables:
+    """syncline._model_sync's view of Keras variables (the adapter its docstring describes)."""
+
+    def __init__(self, variables, names, form, vote_name):
+        self._variables = variables
+        self.names = names
+        self._form = form
+        self._vote_name = vote_name
+
+    def copy(self):
+        return [np.array(v.numpy(), copy=True, order="C") for v in self._variables]
+
+    def broadcast_(self, values):
+        session = _session.current()
+        for name, value in zip(self.names, values):
+            tensor_id = session.tensor_id("osp.start." + name, _session.array_dtype(value), value.shape, "none")
+            session.broadcast_array(tensor_id, value, 0)
+        return values
+
+    def load(self, values):
+        for v, value in zip(self._variables, values):
+            v.assign(value)
+
+    def post(self, i, snapshot, global_):
+        return _session.current().post_array(self.names[i], snapshot - global_, True, -i, form=self._form)
+
+    def done(self, handle):
+        return _session.current().handles.get(handle).op.poll()
+
+    def wait(self, handle):
+        return _session.current().wait_arrays([handle])[0]
+
+    def merge_(self, i, global_, snapshot, average):
+        global_ += average
+        v = self._variables[i]
+        v.assign((v.numpy() - snapshot) + global_)  # exactly the global model where nothing moved since
+
+    def post_vote(self, steps):
+        return _session.current().post_array(self._vote_name, np.array([steps], dtype=np.float64), True, 1,
+                                             form="none")
+
+    def wait_vote(self, handle):
+        return float(self.wait(handle)[0])
+
+
+class ModelSync(_model_sync.ModelSync):
+    """The OSP synchronizations of one optimizer's variables; its tensors are named `prefix` + each
+    variable's name. They are declared at the first synchronization, in the variables' order."""
+
+    def __init__(self, variables, names, period, form, prefix):
+        _model_sync.check_period(period)
+        for v in variables:
+            dtype = tf.as_dtype(v.dtype)  # Keras 3 variables name theirs as a string
+            if dtype not in (tf.float32, tf.float64):
+                raise TypeError(f"osp mode averages float32 and float64 variables; {v.name} is {dtype.name}")
+        names = [prefix + n for n in names]
+        vote_name = f"{names[0]}.period.vote" if names else prefix + "period.vote"
+        super().__init__(_KerasVariables(list(variables), names, form, vote_name), period)
+
+    def before_update_in_graph(self):
+        """before_update() as an op of the tf.function being traced (run at every step)."""
+        return tf.py_function(self._before_update_step, [], tf.bool, name="SynclineOspBeforeUpdate")
+
+    def after_update_in_graph(self, updated):
+        """after_update() as an op of the tf.function being traced, run after `updated` (the values
+        the update wrote: reading them orders the op after the update's writes)."""
+        return tf.py_function(self._after_update_step, updated, tf.bool, name="SynclineOspAfterUpdate")
+
+    def _before_update_step(self):
+        self.before_update()
+        return True
+
+    def _after_update_step(self, *updated):
+        self.after_update()
+        return True

@@ -1,0 +1,91 @@
+"""Checks of osp mode through syncline.tensorflow's Keras DistributedOptimizer that run inside every
+worker of a job: python tf_osp_checks.py CHECK (as osp_checks.py does for torch).
+
+The job runs with SYNCLINE_SYNC_MODE=osp. As in osp_checks.py, the models are
+linear in their parameters with constant gradients (loss = sum(w * c)), so every
+value stays a dyadic rational and OSP's merged model must equal BSP's bit for bit.
+"""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import syncline.tensorflow.keras as bps  # noqa: E402
+from expect import expect_error, run_check  # noqa: E402
+
+LR = 0.5
+START = np.array([1.0, 2.0, -3.0, 0.5], np.float32)
+
+
+def constant_gradient(rank):
+    """This worker's gradient: the same every step, different on every worker."""
+    return np.array([1.0, -2.0, 0.25, 4.0], np.float32) * (rank + 1)
+
+
+def bsp_result(steps):
+    """Where BSP takes START in `steps` steps: each step subtracts LR x the workers' mean gradient."""
+    mean = sum(constant_gradient(r) for r in range(bps.size())) / bps.size()
+    return START - steps * LR * mean
+
+
+def merged_model_equals_bsp():
+    """Steps traced into a tf.function and then eager steps, the synchronizations of the job's period
+    in between: after average_models() every worker holds BSP's parameters exactly, whichever worker
+    started where (worker 0's start wins)."""
+    import keras
+
+    w = keras.Variable(START if bps.rank() == 0 else np.zeros(4, np.float32), name="w")
+    c = tf.constant(constant_gradient(bps.rank()))
+    optimizer = bps.DistributedOptimizer(keras.optimizers.SGD(LR))
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * c)
+        optimizer.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+
+    traced = tf.function(step)
+    for _ in range(5):
+        traced()
+    for _ in range(2):
+        step()
+    sync = optimizer._syncline_model_sync
+    assert sync.synchronizations >= 1 and not (sync.in_flight and sync.synchronizations > sync.merged + 1), \
+        (sync.synchronizations, sync.merged)
+    optimizer.average_models()
+    assert np.array_equal(w.numpy(), bsp_result(7)), (w.numpy(), bsp_result(7))
+    # Gradients are never summed in osp: a push_pull is refused, saying why.
+    expect_error(bps.SynclineError, lambda: bps.push_pull(tf.ones(3), name="raw"), ["osp mode"],
+                 "a push_pull ran in osp mode")
+
+
+def fit_trains_as_local():
+    """model.fit (one worker, period 2) moves the parameters exactly as the plain optimizer does."""
+    import keras
+
+    x = np.round(np.random.default_rng(3).normal(size=(8, 4)) * 8) / 8
+    y = np.round(np.random.default_rng(4).normal(size=(8, 1)) * 8) / 8
+
+    def model():
+        keras.utils.set_random_seed(5)
+        m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        for v in m.trainable_variables:  # dyadic: the merge's subtractions and additions are exact
+            v.assign(np.round(v.numpy() * 64) / 64)
+        return m
+
+    local, distributed = model(), model()
+    local.compile(optimizer=keras.optimizers.SGD(0.25), loss="mse", jit_compile=False)
+    optimizer = bps.DistributedOptimizer(keras.optimizers.SGD(0.25))
+    distributed.compile(optimizer=optimizer, loss="mse", jit_compile=False)
+    for m in (local, distributed):
+        m.fit(x, y, batch_size=8, epochs=6, verbose=0, shuffle=False)
+    optimizer.average_models()
+    assert optimizer._syncline_model_sync.synchronizations == 4  # 3 periods and average_models()
+    for a, b in zip(local.trainable_variables, distributed.trainable_variables):
+        assert np.allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-6), (a.path, a.numpy(), b.numpy())
+
+
+CHECKS = {f.__name__: f for f in (merged_model_equals_bsp, fit_trains_as_local)}
+
+if __name__ == "__main__":
+    run_check(CHECKS, bps)
