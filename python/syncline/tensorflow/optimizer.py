@@ -40,23 +40,27 @@ class _SynclineApply:
         return super().apply(self._syncline_average(grads, variables), trainable_variables=variables)
 
     def average_models(self):
-        """osp mode: merges the synchronization in flight and averages once more, so that every worker
+        """In osp mode, merges the synchronization in flight and averages once more: every worker then
         holds the global model (before a checkpoint or an evaluation). A collective: every worker
-        calls it after the same number of steps. Eagerly (between model.fit calls, or in a callback)."""
+        calls it after the same number of steps, eagerly (after model.fit, or from a callback).
+        Otherwise the models are equal already and it does nothing."""
+        if _session.current().sync_mode != "osp":
+            return
+        if self._syncline_model_sync is None and not self.built:
+            raise SynclineError("average_models() before the optimizer's first update: there is no model to average")
+        self._syncline_sync_of(list(self._trainable_variables)).average_models()
+
+    def _syncline_sync_of(self, variables):
+        """osp: the synchronizations of this optimizer's variables (made at the first update)."""
         if self._syncline_model_sync is None:
-            raise SynclineError("average_models() is for osp mode (SYNCLINE_SYNC_MODE=osp), after the first update")
-        self._syncline_model_sync.average_models()
+            names = [variable_name(v, i) for i, v in enumerate(variables)]
+            self._syncline_model_sync = ModelSync(variables, names, _session.current().worker.osp_period,
+                                                  native_form(self._syncline_compression), prefix=f"{self.name}.osp.")
+        return self._syncline_model_sync
 
     def _syncline_apply_locally(self, grads, variables):
         """osp: the local update, then the synchronization schedule (syncline.tensorflow.model_sync)."""
-        if variables is None:
-            variables = list(self._trainable_variables)
-        sync = self._syncline_model_sync
-        if sync is None:
-            names = [variable_name(v, i) for i, v in enumerate(variables)]
-            sync = self._syncline_model_sync = ModelSync(variables, names, _session.current().worker.osp_period,
-                                                         native_form(self._syncline_compression),
-                                                         prefix=f"{self.name}.osp.")
+        sync = self._syncline_sync_of(variables if variables is not None else list(self._trainable_variables))
         if tf.executing_eagerly():
             sync.before_update()
             result = super().apply(grads, trainable_variables=variables)
