@@ -93,3 +93,7 @@ def test_osp_keras_optimizer_merges_to_bsp(period):
 
 def test_osp_keras_fit_trains_as_local():
     run_osp_checks("fit_trains_as_local", workers=1, period=2)
+
+
+def test_osp_keras_traced_steps_equal_eager_steps():
+    run_osp_checks("traced_steps_equal_eager_steps", period=2)

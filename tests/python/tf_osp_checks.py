@@ -49,9 +49,7 @@ def merged_model_equals_bsp():
         traced()
     for _ in range(2):
         step()
-    sync = optimizer._syncline_model_sync
-    assert sync.synchronizations >= 1 and not (sync.in_flight and sync.synchronizations > sync.merged + 1), \
-        (sync.synchronizations, sync.merged)
+    assert optimizer._syncline_model_sync.synchronizations >= 1
     optimizer.average_models()
     assert np.array_equal(w.numpy(), bsp_result(7)), (w.numpy(), bsp_result(7))
     # Gradients are never summed in osp: a push_pull is refused, saying why.
@@ -60,7 +58,8 @@ def merged_model_equals_bsp():
 
 
 def fit_trains_as_local():
-    """model.fit (one worker, period 2) moves the parameters exactly as the plain optimizer does."""
+    """model.fit (one worker, period 2) moves the parameters as the plain optimizer does (up to the
+    rounding of the graph's and the merge's arithmetic)."""
     import keras
 
     x = np.round(np.random.default_rng(3).normal(size=(8, 4)) * 8) / 8
@@ -85,7 +84,52 @@ def fit_trains_as_local():
         assert np.allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-6), (a.path, a.numpy(), b.numpy())
 
 
-CHECKS = {f.__name__: f for f in (merged_model_equals_bsp, fit_trains_as_local)}
+def traced_steps_equal_eager_steps():
+    """Two workers, gradients that depend on the weights, weight decay, a scalar variable, and three
+    steps in one tf.function: the same model as eager steps of the same schedule. The update must
+    read what the start's broadcast and each merge wrote, and the next step's forward what the
+    merge after the update wrote, inside one function as across calls."""
+    import keras
+
+    rank = bps.rank()
+    x = tf.constant(np.array([0.5, -1.0, 2.0, 0.25], np.float32) * (rank + 1))
+
+    def trainer():
+        w = keras.Variable(np.full(4, 0.5 + rank, np.float32), name="w")  # worker 0's start wins
+        b = keras.Variable(np.float32(rank - 1.0), name="b")
+        optimizer = bps.DistributedOptimizer(keras.optimizers.SGD(0.05, weight_decay=0.1))
+
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.square(tf.reduce_sum(w * x) + b - 1.0)
+            optimizer.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+
+        return w, b, optimizer, step
+
+    w_eager, b_eager, eager_optimizer, eager_step = trainer()
+    for _ in range(6):
+        eager_step()
+    w_traced, b_traced, traced_optimizer, traced_step = trainer()
+
+    @tf.function
+    def three_steps():
+        for _ in range(3):
+            traced_step()
+
+    three_steps()
+    three_steps()
+    for optimizer in (eager_optimizer, traced_optimizer):
+        assert optimizer._syncline_model_sync.synchronizations == 3, optimizer._syncline_model_sync.synchronizations
+        optimizer.average_models()
+    for eager, traced in ((w_eager, w_traced), (b_eager, b_traced)):
+        assert np.allclose(eager.numpy(), traced.numpy(), rtol=1e-6, atol=1e-7), (eager.numpy(), traced.numpy())
+    assert not np.array_equal(w_eager.numpy(), np.full(4, 0.5, np.float32))  # it trained
+    # The variables are fixed at the first update: another set is refused, saying why.
+    expect_error(bps.SynclineError, lambda: traced_optimizer.apply([tf.ones(4)], [w_eager]),
+                 ["other variables", "its own DistributedOptimizer"], "an osp optimizer updated other variables")
+
+
+CHECKS = {f.__name__: f for f in (merged_model_equals_bsp, fit_trains_as_local, traced_steps_equal_eager_steps)}
 
 if __name__ == "__main__":
     run_check(CHECKS, bps)

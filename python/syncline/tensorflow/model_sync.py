@@ -5,8 +5,11 @@ then, every `period` steps, averages the model change since the last global
 model without waiting; see syncline._model_sync for the rules and what they
 guarantee. The schedule runs in Python between updates: eagerly as it is,
 and inside a tf.function (Keras's train step) through two tf.py_function
-calls per step, ordered around the update. The parameters travel as host
-arrays (the session's post_array), as TensorFlow's fallback path does.
+calls per step that take the variables' resource handles, so that TensorFlow
+orders them with every read and write of the variables: the first before the
+update, the second after it and before the next forward. The parameters
+travel as host arrays (the session's post_array), as TensorFlow's fallback
+path does.
 """
 import numpy as np
 import tensorflow as tf
@@ -18,10 +21,14 @@ class _KerasVariables:
     """syncline._model_sync's view of Keras variables (the adapter its docstring describes)."""
 
     def __init__(self, variables, names, form, vote_name):
-        self._variables = variables
+        self.variables = self._variables = variables
         self.names = names
         self._form = form
         self._vote_name = vote_name
+
+    def resources(self):
+        """The variables' resource handles: an op that takes them is ordered with their reads and writes."""
+        return [v.handle if hasattr(v, "handle") else v.value.handle for v in self._variables]
 
     def copy(self):
         return [np.array(v.numpy(), copy=True, order="C") for v in self._variables]
@@ -38,7 +45,8 @@ class _KerasVariables:
             v.assign(value)
 
     def post(self, i, snapshot, global_):
-        return _session.current().post_array(self.names[i], snapshot - global_, True, -i, form=self._form)
+        change = np.subtract(snapshot, global_, out=np.empty_like(snapshot))  # an array, for scalars too
+        return _session.current().post_array(self.names[i], change, True, -i, form=self._form)
 
     def done(self, handle):
         return _session.current().handles.get(handle).op.poll()
@@ -73,19 +81,27 @@ class ModelSync(_model_sync.ModelSync):
         vote_name = f"{names[0]}.period.vote" if names else prefix + "period.vote"
         super().__init__(_KerasVariables(list(variables), names, form, vote_name), period)
 
+    def holds(self, variables):
+        """Whether `variables` are the ones this synchronizes, in its order."""
+        mine = self._model.variables
+        return len(variables) == len(mine) and all(a is b for a, b in zip(variables, mine))
+
     def before_update_in_graph(self):
-        """before_update() as an op of the tf.function being traced (run at every step)."""
-        return tf.py_function(self._before_update_step, [], tf.bool, name="SynclineOspBeforeUpdate")
+        """before_update() as an op of the tf.function being traced (run at every step). It takes the
+        variables' resources, so TensorFlow orders it before the update's reads and writes of them."""
+        return tf.py_function(self._before_update_step, self._model.resources(), tf.bool,
+                              name="SynclineOspBeforeUpdate")
 
-    def after_update_in_graph(self, updated):
-        """after_update() as an op of the tf.function being traced, run after `updated` (the values
-        the update wrote: reading them orders the op after the update's writes)."""
-        return tf.py_function(self._after_update_step, updated, tf.bool, name="SynclineOspAfterUpdate")
+    def after_update_in_graph(self):
+        """after_update() as an op of the tf.function being traced, ordered after the update's writes
+        and before any later read of the variables (the next forward of a multi-step function)."""
+        return tf.py_function(self._after_update_step, self._model.resources(), tf.bool,
+                              name="SynclineOspAfterUpdate")
 
-    def _before_update_step(self):
+    def _before_update_step(self, *resources):
         self.before_update()
         return True
 
-    def _after_update_step(self, *updated):
+    def _after_update_step(self, *resources):
         self.after_update()
         return True

@@ -129,7 +129,8 @@ def _check_dtype(tensor):
         raise _capi.unsupported_dtype(tensor.dtype.name, [d.name for d in _FLOATS])
 
 
-def _refuse_xla():
+def refuse_xla():
+    """Raises inside an XLA-compiled function, which cannot call out of its graph, saying how to avoid it."""
     if not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
         error = SynclineError(
             "Syncline's push_pull cannot run inside an XLA-compiled function: compile the Keras model with "
@@ -241,7 +242,7 @@ def push_pull_list(tensors, names, average=True, priorities=None, form=None):
     (at tracing time inside tf.function). `form`: the compression libsyncline applies to them
     (syncline.compression.native_form; None: the job's SYNCLINE_COMPRESSION)."""
     session = _session.current()
-    _refuse_xla()
+    refuse_xla()
     tensors = [t if isinstance(t, tf.Tensor) else tf.convert_to_tensor(t) for t in tensors]
     for t in tensors:
         _check_dtype(t)

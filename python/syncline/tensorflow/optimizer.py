@@ -21,7 +21,7 @@ from syncline import _session
 from syncline.compression import native_form
 from syncline.errors import SynclineError
 from syncline.tensorflow.model_sync import ModelSync
-from syncline.tensorflow.ops import Compression, average_gradients, graph_builder, variable_name
+from syncline.tensorflow.ops import Compression, average_gradients, graph_builder, refuse_xla, variable_name
 
 
 class _SynclineApply:
@@ -51,12 +51,20 @@ class _SynclineApply:
         self._syncline_sync_of(list(self._trainable_variables)).average_models()
 
     def _syncline_sync_of(self, variables):
-        """osp: the synchronizations of this optimizer's variables (made at the first update)."""
-        if self._syncline_model_sync is None:
+        """osp: the synchronizations of this optimizer's variables (made at the first update; a later
+        update of other variables is refused, as they would not be synchronized)."""
+        sync = self._syncline_model_sync
+        if sync is None:
             names = [variable_name(v, i) for i, v in enumerate(variables)]
-            self._syncline_model_sync = ModelSync(variables, names, _session.current().worker.osp_period,
-                                                  native_form(self._syncline_compression), prefix=f"{self.name}.osp.")
-        return self._syncline_model_sync
+            sync = self._syncline_model_sync = ModelSync(variables, names, _session.current().worker.osp_period,
+                                                         native_form(self._syncline_compression),
+                                                         prefix=f"{self.name}.osp.")
+        elif not sync.holds(variables):
+            raise SynclineError(
+                f"optimizer {self.name} updates other variables than at its first update, which osp mode "
+                "(SYNCLINE_SYNC_MODE=osp) synchronizes: give each model (or each set of trainable variables) "
+                "its own DistributedOptimizer")
+        return sync
 
     def _syncline_apply_locally(self, grads, variables):
         """osp: the local update, then the synchronization schedule (syncline.tensorflow.model_sync)."""
@@ -66,10 +74,12 @@ class _SynclineApply:
             result = super().apply(grads, trainable_variables=variables)
             sync.after_update()
             return result
-        with tf.control_dependencies([sync.before_update_in_graph()]):
-            grads = [tf.identity(g) for g in grads]  # the update reads the parameters worker 0 gave
+        refuse_xla()
+        # Each op names the variables' resources, so TensorFlow orders it with every read and write
+        # of them: the update (weight decay included) after the first, the next forward after the second.
+        sync.before_update_in_graph()
         result = super().apply(grads, trainable_variables=variables)
-        sync.after_update_in_graph([tf.convert_to_tensor(v) for v in variables])  # stateful: runs in program order
+        sync.after_update_in_graph()
         return result
 
     def _syncline_average(self, grads, variables):
