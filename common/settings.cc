@@ -116,6 +116,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SERVER_RANK", {}, Integer(&Settings::server_rank, -1, 65534)},
       {"SYNCLINE_LOCAL_RANK", {{"BYTEPS_LOCAL_RANK", 1}}, Integer(&Settings::local_rank, 0, 65534)},
       {"SYNCLINE_LOCAL_SIZE", {{"BYTEPS_LOCAL_SIZE", 1}}, Integer(&Settings::local_size, 1, 65535)},
+      {"SYNCLINE_HOST_LABEL", {}, Text(&Settings::host_label)},
       {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc", "ucx"})},
       {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},
       {"SYNCLINE_ALLOW_NO_TOKEN", {}, Boolean(&Settings::allow_no_token)},

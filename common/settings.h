@@ -48,10 +48,16 @@ struct Settings {
   int server_rank = -1;
   // SYNCLINE_LOCAL_RANK / SYNCLINE_LOCAL_SIZE | BYTEPS_LOCAL_RANK /
   // BYTEPS_LOCAL_SIZE. This worker's index among the workers of its host, and
-  // their number (pslaunch sets both in a local job). Framework shims report
-  // them (local_rank() picks the GPU); the runtime itself does not use them.
+  // their number, as the launcher sees them (pslaunch and the Helm chart set
+  // both). The runtime takes the group from registration instead
+  // (worker/local_group.h) and warns where these, once set, disagree.
   int local_rank = 0;
   int local_size = 1;
+  // SYNCLINE_HOST_LABEL. Workers of one machine whose labels differ count as
+  // on different hosts in the job's host groups (local_rank(), local_size());
+  // shared memory between them is unaffected. For emulating several hosts on
+  // one machine; empty: the machine is one host.
+  std::string host_label;
   // SYNCLINE_TRANSPORT. The data plane between workers and servers: "tcp"
   // (ZeroMQ over TCP, default), "ipc" (ZeroMQ over Unix sockets; single host
   // only) or "ucx" (UCX: RDMA verbs where there is an RDMA device, else UCX's

@@ -72,6 +72,7 @@ Status SchedulerClient::Join(const std::string& my_address, bool shm) {
                                                     : -1);
   body->set_hostname(Hostname());
   body->set_host_id(HostIdentity());
+  body->set_host_label(settings_.host_label);
   body->set_pid(getpid());
   body->set_shm(shm);
   *body->mutable_job_wide() = JobWideSettingsOf(settings_);

@@ -76,6 +76,7 @@ void Scheduler::OnRegister(const Message& m) {
   node.info.set_address(r.address());
   node.info.set_hostname(r.hostname());
   node.info.set_host_id(r.host_id());
+  node.info.set_host_label(r.host_label());
   node.info.set_pid(r.pid());
   node.info.set_shm(r.shm());
   node.last_seen = Clock::now();

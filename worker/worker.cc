@@ -118,14 +118,18 @@ Status Worker::Start(const std::string& listen_address) {
     if (!leaving_ && !closer_.joinable()) closer_ = std::thread([this] { runtime_.Close(); });
   });
   SYNCLINE_RETURN_IF_ERROR(runtime_.Join(address));
+  SYNCLINE_ASSIGN_OR_RETURN(local_group_, LocalGroupOf(client_.NodesOf(proto::WORKER), rank()));
+  if (std::string d = LauncherDisagreement(local_group_, settings_.local_rank, settings_.local_size); !d.empty())
+    SYNCLINE_LOG_WARN("{}", d);
   if (settings_.trace) {
     timeline_ = std::make_unique<Timeline>(Timeline::Options{
         settings_.trace_dir + "/worker-" + std::to_string(rank()) + ".json", rank(), "worker " + std::to_string(rank()),
         settings_.trace_start_step, settings_.trace_end_step});
     kv_.SetTimeline(timeline_.get());
   }
-  SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers", client_.my_rank(), settings_.num_workers,
-                    runtime_.peers().size());
+  SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers; local rank {} of {} on worker host {} of {}",
+                    client_.my_rank(), settings_.num_workers, runtime_.peers().size(), local_group_.local_rank,
+                    local_group_.local_size, local_group_.host, local_group_.num_hosts);
   stall_watch_ = std::make_unique<StallWatch>(
       Millis(settings_.stall_timeout_ms), [this] { return StallSample(); },
       [this](const StallWatch::Report& report) { ReportStall(report); });

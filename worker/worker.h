@@ -39,6 +39,7 @@
 #include "worker/chunk.h"
 #include "worker/chunk_codec.h"
 #include "worker/kv_client.h"
+#include "worker/local_group.h"
 #include "worker/operation.h"
 #include "worker/stall_watch.h"
 
@@ -83,6 +84,8 @@ class Worker {
 
   int rank() const { return client_.my_rank(); }
   int num_workers() const { return settings_.num_workers; }
+  // The job's workers on this worker's host, from registration.
+  const LocalGroup& local_group() const { return local_group_; }
   const Settings& settings() const { return settings_; }
 
   // Declares a tensor of `num_elements` elements of `dtype`. Every worker
@@ -204,6 +207,7 @@ class Worker {
   const std::shared_ptr<std::atomic<Clock::rep>> last_ended_ =
       std::make_shared<std::atomic<Clock::rep>>(Clock::now().time_since_epoch().count());
   std::unique_ptr<StallWatch> stall_watch_;  // from Start; stopped first in the destructor
+  LocalGroup local_group_;  // from Start, then only read
 
   mutable Mutex mu_;
   std::vector<Tensor> tensors_ GUARDED_BY(mu_);  // index = TensorId

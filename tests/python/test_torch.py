@@ -1,5 +1,6 @@
 """syncline.torch end to end: real jobs through the installed package's pslaunch."""
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -119,3 +120,19 @@ def test_fp16_compression_trains():
     assert code == 0, out
     losses = epoch_losses(worker_lines(out, 0))
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_local_rank_and_size_come_from_registration():
+    """Workers given two emulated hosts (SYNCLINE_HOST_LABEL, odd and even ranks): local_rank() and
+    local_size() say their place among the workers of their host, in rank order, not pslaunch's
+    count of the whole machine, which each worker warns about."""
+    script = ("import os, syncline.torch as bps\n"
+              "os.environ['SYNCLINE_HOST_LABEL'] = 'odd' if int(os.environ['SYNCLINE_WORKER_RANK']) % 2 else 'even'\n"
+              "bps.init()\n"
+              "print(f'rank {bps.rank()}: local {bps.local_rank()} of {bps.local_size()}', flush=True)\n"
+              "bps.shutdown()")
+    code, out = run_job(3, [sys.executable, "-c", script], timeout=120)
+    assert code == 0, out
+    for rank, place in ((0, "local 0 of 2"), (1, "local 0 of 1"), (2, "local 1 of 2")):
+        assert f"rank {rank}: {place}" in out, out
+    assert "but registration puts this worker at local rank" in out, out

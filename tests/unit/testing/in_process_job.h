@@ -44,6 +44,8 @@ class InProcessJob {
     std::string trace_dir;     // set: workers trace steps 0-1 into it
     std::string compression = "none";  // SYNCLINE_COMPRESSION
     uint64_t min_compress_bytes = 0;   // SYNCLINE_MIN_COMPRESS_BYTES (tests: every tensor)
+    // Each worker's SYNCLINE_HOST_LABEL, given its rank (unset: none): emulated hosts.
+    std::function<std::string(int rank)> host_label;
     // Makes each worker's chunk scheduler, given its rank (unset: SendAtOnce).
     std::function<std::unique_ptr<ChunkScheduler>(int rank)> chunk_scheduler;
   };
@@ -112,6 +114,7 @@ class InProcessJob {
       joining.push_back(std::async(std::launch::async, [this, r] {
         Settings s = BaseSettings(Role::kWorker);
         s.worker_rank = r;
+        if (options_.host_label) s.host_label = options_.host_label(r);
         return Worker::Create(s, NewEndpoint(), Address("worker-" + std::to_string(r)), scheduler_address_,
                               options_.chunk_scheduler ? options_.chunk_scheduler(r) : nullptr);
       }));
