@@ -78,6 +78,16 @@ std::function<Status(Settings&, const std::string&, long long)> Integer(Field Se
   };
 }
 
+// A local rank or size: also notes that the launcher gave this worker's place on its host.
+std::function<Status(Settings&, const std::string&, long long)> LocalPlace(
+    std::function<Status(Settings&, const std::string&, long long)> set) {
+  return [=](Settings& s, const std::string& text, long long scale) -> Status {
+    SYNCLINE_RETURN_IF_ERROR(set(s, text, scale));
+    s.local_given = true;
+    return Status::Ok();
+  };
+}
+
 std::function<Status(Settings&, const std::string&, long long)> Boolean(bool Settings::*field) {
   return [=](Settings& s, const std::string& text, long long) -> Status {
     SYNCLINE_ASSIGN_OR_RETURN(bool v, ParseBool(text));
@@ -114,8 +124,8 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_PORT", {}, Integer(&Settings::port, 0, 65535)},
       {"SYNCLINE_WORKER_RANK", {{"DMLC_WORKER_ID", 1}}, Integer(&Settings::worker_rank, -1, 65534)},
       {"SYNCLINE_SERVER_RANK", {}, Integer(&Settings::server_rank, -1, 65534)},
-      {"SYNCLINE_LOCAL_RANK", {{"BYTEPS_LOCAL_RANK", 1}}, Integer(&Settings::local_rank, 0, 65534)},
-      {"SYNCLINE_LOCAL_SIZE", {{"BYTEPS_LOCAL_SIZE", 1}}, Integer(&Settings::local_size, 1, 65535)},
+      {"SYNCLINE_LOCAL_RANK", {{"BYTEPS_LOCAL_RANK", 1}}, LocalPlace(Integer(&Settings::local_rank, 0, 65534))},
+      {"SYNCLINE_LOCAL_SIZE", {{"BYTEPS_LOCAL_SIZE", 1}}, LocalPlace(Integer(&Settings::local_size, 1, 65535))},
       {"SYNCLINE_HOST_LABEL", {}, Text(&Settings::host_label)},
       {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc", "ucx"})},
       {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},
@@ -232,6 +242,9 @@ Status Settings::Validate() const {
   if (server_rank >= num_servers)
     return InvalidArgument("server rank " + std::to_string(server_rank) + " is not below the number of servers (" +
                            std::to_string(num_servers) + ")");
+  if (host_label.size() > kMaxHostLabelBytes)
+    return InvalidArgument("SYNCLINE_HOST_LABEL is " + std::to_string(host_label.size()) + " bytes long; at most " +
+                           std::to_string(kMaxHostLabelBytes));
   if (local_rank >= local_size)
     return InvalidArgument("local rank " + std::to_string(local_rank) + " is not below the local size (" +
                            std::to_string(local_size) + ")");

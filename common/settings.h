@@ -48,16 +48,19 @@ struct Settings {
   int server_rank = -1;
   // SYNCLINE_LOCAL_RANK / SYNCLINE_LOCAL_SIZE | BYTEPS_LOCAL_RANK /
   // BYTEPS_LOCAL_SIZE. This worker's index among the workers of its host, and
-  // their number, as the launcher sees them (pslaunch and the Helm chart set
-  // both). The runtime takes the group from registration instead
-  // (worker/local_group.h) and warns where these, once set, disagree.
+  // their number, as the launcher sees them (pslaunch sets both). The shims'
+  // local_rank() (which picks the GPU) reports them where given; the host
+  // groups come from registration (worker/local_group.h), and a worker warns
+  // where these, given, disagree. local_given: either was set.
   int local_rank = 0;
   int local_size = 1;
+  bool local_given = false;
   // SYNCLINE_HOST_LABEL. Workers of one machine whose labels differ count as
-  // on different hosts in the job's host groups (local_rank(), local_size());
-  // shared memory between them is unaffected. For emulating several hosts on
-  // one machine; empty: the machine is one host.
+  // on different hosts in the job's host groups; shared memory between them is
+  // unaffected. For emulating several hosts on one machine; empty: the
+  // machine is one host. At most kMaxHostLabelBytes.
   std::string host_label;
+  static constexpr size_t kMaxHostLabelBytes = 256;
   // SYNCLINE_TRANSPORT. The data plane between workers and servers: "tcp"
   // (ZeroMQ over TCP, default), "ipc" (ZeroMQ over Unix sockets; single host
   // only) or "ucx" (UCX: RDMA verbs where there is an RDMA device, else UCX's

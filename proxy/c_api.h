@@ -32,8 +32,9 @@ SYNCLINE_EXPORT const char* syncline_last_error(void);
 SYNCLINE_EXPORT int syncline_init(syncline_worker** out);
 SYNCLINE_EXPORT int syncline_rank(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_size(const syncline_worker* w);
-/* This worker's index among the job's workers on its host, and their number,
- * from registration (host identity and SYNCLINE_HOST_LABEL; worker/local_group.h). */
+/* This worker's index among the workers of its host, and their number: the
+ * launcher's SYNCLINE_LOCAL_RANK/_SIZE (BYTEPS_LOCAL_*) where given, else from
+ * registration (host identity and SYNCLINE_HOST_LABEL; worker/local_group.h). */
 SYNCLINE_EXPORT int syncline_local_rank(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_local_size(const syncline_worker* w);
 /* 1 if the framework glue should overlap iterations (SYNCLINE_CROSS_ITERATION), else 0. */

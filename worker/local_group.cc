@@ -41,14 +41,14 @@ Result<LocalGroup> LocalGroupOf(const std::vector<proto::NodeInfo>& workers, int
   return group;
 }
 
-std::string LauncherDisagreement(const LocalGroup& group, int settings_local_rank, int settings_local_size) {
-  const bool set = settings_local_rank != 0 || settings_local_size != 1;
-  if (!set || (settings_local_rank == group.local_rank && settings_local_size == group.local_size)) return "";
+std::string LauncherDisagreement(const LocalGroup& group, bool given, int settings_local_rank,
+                                 int settings_local_size) {
+  if (!given || (settings_local_rank == group.local_rank && settings_local_size == group.local_size)) return "";
   return "SYNCLINE_LOCAL_RANK/_SIZE (or BYTEPS_LOCAL_*) say local rank " + std::to_string(settings_local_rank) +
          " of " + std::to_string(settings_local_size) + ", but registration puts this worker at local rank " +
          std::to_string(group.local_rank) + " of " + std::to_string(group.local_size) +
-         " (the workers with its host identity and SYNCLINE_HOST_LABEL); local_rank() and local_size() report "
-         "registration's";
+         " (the workers with its host identity and SYNCLINE_HOST_LABEL); local_rank() reports the "
+         "launcher's, the host groups are registration's";
 }
 
 }  // namespace syncline

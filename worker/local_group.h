@@ -33,8 +33,9 @@ std::string HostKeyOf(const proto::NodeInfo& worker);
 // book's, SchedulerClient::NodesOf); an error if that rank is not there.
 Result<LocalGroup> LocalGroupOf(const std::vector<proto::NodeInfo>& workers, int my_rank);
 
-// Where the launcher's SYNCLINE_LOCAL_RANK / _SIZE were set (other than 0 and
-// 1) and differ from `group`: a sentence saying both, for a warning; else "".
-std::string LauncherDisagreement(const LocalGroup& group, int settings_local_rank, int settings_local_size);
+// Where the launcher gave SYNCLINE_LOCAL_RANK / _SIZE (`given`) and they
+// differ from `group`: a sentence saying both, for a warning; else "".
+std::string LauncherDisagreement(const LocalGroup& group, bool given, int settings_local_rank,
+                                 int settings_local_size);
 
 }  // namespace syncline

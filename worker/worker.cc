@@ -119,7 +119,9 @@ Status Worker::Start(const std::string& listen_address) {
   });
   SYNCLINE_RETURN_IF_ERROR(runtime_.Join(address));
   SYNCLINE_ASSIGN_OR_RETURN(local_group_, LocalGroupOf(client_.NodesOf(proto::WORKER), rank()));
-  if (std::string d = LauncherDisagreement(local_group_, settings_.local_rank, settings_.local_size); !d.empty())
+  if (std::string d = LauncherDisagreement(local_group_, settings_.local_given, settings_.local_rank,
+                                           settings_.local_size);
+      !d.empty())
     SYNCLINE_LOG_WARN("{}", d);
   if (settings_.trace) {
     timeline_ = std::make_unique<Timeline>(Timeline::Options{

@@ -86,6 +86,11 @@ class Worker {
   int num_workers() const { return settings_.num_workers; }
   // The job's workers on this worker's host, from registration.
   const LocalGroup& local_group() const { return local_group_; }
+  // This worker's place among its host's workers as the framework sees it
+  // (local_rank() picks the GPU): the launcher's SYNCLINE_LOCAL_RANK/_SIZE
+  // where given, else registration's.
+  int local_rank() const { return settings_.local_given ? settings_.local_rank : local_group_.local_rank; }
+  int local_size() const { return settings_.local_given ? settings_.local_size : local_group_.local_size; }
   const Settings& settings() const { return settings_; }
 
   // Declares a tensor of `num_elements` elements of `dtype`. Every worker

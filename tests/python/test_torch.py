@@ -122,17 +122,22 @@ def test_fp16_compression_trains():
     assert losses[-1] < 0.5 * losses[0], losses
 
 
-def test_local_rank_and_size_come_from_registration():
-    """Workers given two emulated hosts (SYNCLINE_HOST_LABEL, odd and even ranks): local_rank() and
-    local_size() say their place among the workers of their host, in rank order, not pslaunch's
-    count of the whole machine, which each worker warns about."""
+def test_local_rank_and_size_come_from_registration_unless_the_launcher_gives_them():
+    """Workers given two emulated hosts (SYNCLINE_HOST_LABEL, odd and even ranks). Workers 0 and 1 drop
+    what pslaunch says of their place (its count of the whole machine): local_rank() and local_size()
+    then say their place among their host's workers, in rank order. Worker 2 keeps pslaunch's, which
+    local_rank() reports (the launcher picks GPUs), and warns that registration groups it otherwise."""
     script = ("import os, syncline.torch as bps\n"
-              "os.environ['SYNCLINE_HOST_LABEL'] = 'odd' if int(os.environ['SYNCLINE_WORKER_RANK']) % 2 else 'even'\n"
+              "rank = int(os.environ['SYNCLINE_WORKER_RANK'])\n"
+              "os.environ['SYNCLINE_HOST_LABEL'] = 'odd' if rank % 2 else 'even'\n"
+              "if rank < 2:\n"
+              "    for name in ('SYNCLINE_LOCAL_RANK', 'SYNCLINE_LOCAL_SIZE', 'BYTEPS_LOCAL_RANK', 'BYTEPS_LOCAL_SIZE'):\n"
+              "        os.environ.pop(name, None)\n"
               "bps.init()\n"
               "print(f'rank {bps.rank()}: local {bps.local_rank()} of {bps.local_size()}', flush=True)\n"
               "bps.shutdown()")
     code, out = run_job(3, [sys.executable, "-c", script], timeout=120)
     assert code == 0, out
-    for rank, place in ((0, "local 0 of 2"), (1, "local 0 of 1"), (2, "local 1 of 2")):
+    for rank, place in ((0, "local 0 of 2"), (1, "local 0 of 1"), (2, "local 2 of 3")):
         assert f"rank {rank}: {place}" in out, out
-    assert "but registration puts this worker at local rank" in out, out
+    assert "local rank 2 of 3, but registration puts this worker at local rank 1 of 2" in out, out

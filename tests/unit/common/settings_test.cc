@@ -345,6 +345,14 @@ TEST(SettingsTest, LocalRankMustBeBelowLocalSize) {
   Settings s = MustParse({{"BYTEPS_LOCAL_SIZE", "4"}, {"BYTEPS_LOCAL_RANK", "3"}});
   EXPECT_EQ(s.local_rank, 3);
   EXPECT_EQ(s.local_size, 4);
+  EXPECT_TRUE(s.local_given);
+  EXPECT_TRUE(MustParse({{"SYNCLINE_LOCAL_RANK", "0"}}).local_given) << "given, even as the default";
+  EXPECT_FALSE(MustParse({}).local_given);
+}
+
+TEST(SettingsTest, AHostLabelIsBounded) {
+  EXPECT_EQ(MustParse({{"SYNCLINE_HOST_LABEL", "numa1"}}).host_label, "numa1");
+  ExpectError({{"SYNCLINE_HOST_LABEL", std::string(300, 'x')}}, {"SYNCLINE_HOST_LABEL is 300 bytes", "at most 256"});
 }
 
 TEST(SettingsTest, HeartbeatTimeoutMustExceedInterval) {

@@ -54,9 +54,11 @@ TEST(LocalGroupTest, ALauncherThatDisagreesIsNamedOnlyWhereItSaidSomething) {
   LocalGroup g;
   g.local_rank = 1;
   g.local_size = 2;
-  EXPECT_EQ(LauncherDisagreement(g, 0, 1), "");  // nothing set
-  EXPECT_EQ(LauncherDisagreement(g, 1, 2), "");  // agrees
-  EXPECT_THAT(LauncherDisagreement(g, 0, 4), HasSubstr("local rank 0 of 4, but registration puts this worker at local rank 1 of 2"));
+  EXPECT_EQ(LauncherDisagreement(g, false, 0, 1), "");  // nothing given
+  EXPECT_EQ(LauncherDisagreement(g, true, 1, 2), "");   // agrees
+  EXPECT_THAT(LauncherDisagreement(g, true, 0, 4),
+              HasSubstr("local rank 0 of 4, but registration puts this worker at local rank 1 of 2"));
+  EXPECT_THAT(LauncherDisagreement(g, true, 0, 1), HasSubstr("local rank 0 of 1"));  // given, even as the defaults
 }
 
 TEST(LocalGroupTest, AJobsWorkersLearnTheirHostGroupsFromRegistration) {
@@ -72,6 +74,8 @@ TEST(LocalGroupTest, AJobsWorkersLearnTheirHostGroupsFromRegistration) {
     EXPECT_EQ(g.local_rank, r / 2) << r;
     EXPECT_EQ(g.host, r % 2) << r;
     EXPECT_EQ(g.num_hosts, 2) << r;
+    EXPECT_EQ(job.worker(r).local_rank(), r / 2) << "no launcher's: registration's";
+    EXPECT_EQ(job.worker(r).local_size(), r % 2 == 0 ? 3 : 2) << r;
   }
   EXPECT_TRUE(job.Finish().ok());
 }
