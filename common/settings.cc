@@ -144,6 +144,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SSP_STALENESS", {}, Integer(&Settings::ssp_staleness, 0, kMaxSspStaleness)},
       {"SYNCLINE_ASYNC", {{"BYTEPS_ENABLE_ASYNC", 1}}, Boolean(&Settings::async)},
       {"SYNCLINE_DETERMINISTIC", {}, Boolean(&Settings::deterministic)},
+      {"SYNCLINE_LOCAL_REDUCE", {}, Boolean(&Settings::local_reduce)},
       {"SYNCLINE_HEARTBEAT_INTERVAL_MS", {{"PS_HEARTBEAT_INTERVAL", 1000}},
        Integer(&Settings::heartbeat_interval_ms, 10, 3600000)},
       {"SYNCLINE_HEARTBEAT_TIMEOUT_MS", {{"PS_HEARTBEAT_TIMEOUT", 1000}},

@@ -50,7 +50,7 @@ struct Settings {
   // BYTEPS_LOCAL_SIZE. This worker's index among the workers of its host, and
   // their number, as the launcher sees them (pslaunch sets both). The shims'
   // local_rank() (which picks the GPU) reports them where given; the host
-  // groups come from registration (worker/local_group.h), and a worker warns
+  // groups come from registration (control/local_group.h), and a worker warns
   // where these, given, disagree. local_given: either was set.
   int local_rank = 0;
   int local_size = 1;
@@ -146,6 +146,11 @@ struct Settings {
   // a round are in, so results are bit-identical run to run (costs memory:
   // one buffer per worker per chunk in flight, and summation starts later).
   bool deterministic = false;
+  // SYNCLINE_LOCAL_REDUCE. The workers of one host (worker/local_reduce.h)
+  // sum their chunks among themselves first and push one copy per host: each
+  // key is pushed and pulled by one of them, which passes the sum on. 0: flat,
+  // every worker pushes and pulls every chunk (for comparison).
+  bool local_reduce = true;
   // SYNCLINE_HEARTBEAT_INTERVAL_MS | PS_HEARTBEAT_INTERVAL (seconds). How often
   // nodes report to the scheduler.
   int heartbeat_interval_ms = 1000;

@@ -9,6 +9,7 @@ proto::JobWideSettings JobWideSettingsOf(const Settings& settings) {
   s.set_osp_period(mode == "osp" ? settings.osp_period : 0);  // means nothing in the other modes
   s.set_ssp_staleness(mode == "ssp" ? settings.ssp_staleness : 0);  // nor this
   s.set_deterministic(settings.deterministic);
+  s.set_flat(!settings.local_reduce);
   return s;
 }
 
@@ -25,6 +26,8 @@ std::string JobWideDifference(const proto::JobWideSettings& job, const proto::Jo
     return differs("SYNCLINE_SSP_STALENESS", std::to_string(node.ssp_staleness()), std::to_string(job.ssp_staleness()));
   if (node.deterministic() != job.deterministic())
     return differs("SYNCLINE_DETERMINISTIC", flag(node.deterministic()), flag(job.deterministic()));
+  if (node.flat() != job.flat())
+    return differs("SYNCLINE_LOCAL_REDUCE", flag(!node.flat()), flag(!job.flat()));
   return "";
 }
 

@@ -1,5 +1,5 @@
 // Job-wide settings: the few settings every node of a job must share (the
-// synchronization mode, its period, deterministic summation). A node sends
+// synchronization mode, its period, deterministic summation, local reduce). A node sends
 // its own with its registration; the scheduler compares them with its own and
 // ends the job at once, naming the setting and both values, instead of letting
 // workers that synchronize differently deadlock or train on different rules.

@@ -13,6 +13,18 @@
 #include <climits>
 
 namespace syncline::deploy {
+
+EmulatedPlace EmulatedPlaceOf(const JobShape& shape, int rank) {
+  const int hosts = std::max(1, std::min(shape.emulated_hosts, shape.num_workers));
+  EmulatedPlace place;
+  // Host h holds ranks [h * N / H, (h + 1) * N / H): sizes differ by one at most.
+  auto first = [&](int h) { return static_cast<int>(int64_t{h} * shape.num_workers / hosts); };
+  while (place.host + 1 < hosts && rank >= first(place.host + 1)) ++place.host;
+  place.local_rank = rank - first(place.host);
+  place.local_size = first(place.host + 1) - first(place.host);
+  return place;
+}
+
 namespace {
 
 // The settings pslaunch sets for one process, and the inherited names it
@@ -80,8 +92,10 @@ EnvPlan JobEnv(const JobShape& s, Role role, int rank, const std::string& host, 
   }
   if (!host.empty()) plan.Set("SYNCLINE_HOST", "DMLC_NODE_HOST", host);
   if (local_job && role == Role::kWorker) {
-    plan.Set("SYNCLINE_LOCAL_RANK", "BYTEPS_LOCAL_RANK", std::to_string(worker_rank));
-    plan.Set("SYNCLINE_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE", std::to_string(s.num_workers));
+    const EmulatedPlace place = EmulatedPlaceOf(s, worker_rank);
+    plan.Set("SYNCLINE_LOCAL_RANK", "BYTEPS_LOCAL_RANK", std::to_string(place.local_rank));
+    plan.Set("SYNCLINE_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE", std::to_string(place.local_size));
+    if (s.emulated_hosts > 1) plan.Set("SYNCLINE_HOST_LABEL", nullptr, "emulated-host-" + std::to_string(place.host));
   }
   if (metrics_port > 0) plan.Set("SYNCLINE_METRICS_PORT", nullptr, std::to_string(metrics_port));
   if (local_job) {

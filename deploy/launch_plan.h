@@ -53,7 +53,17 @@ struct JobShape {
   // processes consecutive ports from this one (MetricsPortOf); a multi-host
   // node uses it as is.
   int metrics_port = 0;
+  // A local job's workers split into this many emulated hosts (contiguous
+  // ranks, SYNCLINE_HOST_LABEL "emulated-host-H", local ranks within each);
+  // 1: the one host they are on.
+  int emulated_hosts = 1;
 };
+
+// Worker `rank`'s emulated host, local rank and local size in `shape`.
+struct EmulatedPlace {
+  int host = 0, local_rank = 0, local_size = 1;
+};
+EmulatedPlace EmulatedPlaceOf(const JobShape& shape, int rank);
 
 // A local job's metrics port for the scheduler (index -1), server i or
 // worker i: metrics_port, then the servers', then the workers' (0 if off).

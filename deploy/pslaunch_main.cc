@@ -74,6 +74,7 @@ struct Options {
   std::string token;
   std::string token_file;
   int metrics_port = 0;
+  int emulated_hosts = 1;
   std::string hosts;
   std::string hostfile;
   std::string ssh = "ssh";
@@ -132,6 +133,11 @@ void DefineOptions(CLI::App& app, Options& o) {
                  "Serve Prometheus metrics: a local job's scheduler on this port, its servers and workers on the "
                  "ports after it (printed); multi-host mode: this process on this port")
       ->check(CLI::Range(1, 65535));
+  auto* emulated = app.add_option("--emulated-hosts", o.emulated_hosts,
+                                  "Local job: split the workers into H emulated hosts (contiguous ranks; each its own "
+                                  "SYNCLINE_HOST_LABEL and local ranks), so that one machine runs the hierarchical "
+                                  "reduce of H hosts")
+                       ->check(CLI::Range(1, 65535));
   auto* hosts = app.add_option("--hosts", o.hosts, "Whole job over ssh on these hosts ([user@]host,...): "
                                                  "scheduler on the first, servers and workers round-robin");
   auto* hostfile = app.add_option("--hostfile", o.hostfile, "Like --hosts, from a file: one '[user@]host "
@@ -149,6 +155,9 @@ void DefineOptions(CLI::App& app, Options& o) {
   rank->needs(role);
   host->needs(role);
   port->excludes(role);
+  emulated->excludes(role);
+  emulated->excludes(hosts);
+  emulated->excludes(hostfile);
   app.footer("Everything after the first non-option word (or after --) is the worker command.\n"
              "Exit status: 0 success; a failed process's status (128+signal if killed); 124 timeout;\n"
              "130/143 interrupted; 127 a process could not be started; 1 the scheduler or a server\n"
@@ -271,6 +280,10 @@ Result<std::vector<SupervisedProcess>> Plan(const Options& o, const Environment&
   shape.transport = o.transport;
   SYNCLINE_ASSIGN_OR_RETURN(shape.job_token, JobToken(o, parent));
   shape.metrics_port = o.metrics_port;
+  if (o.emulated_hosts > o.workers)
+    return InvalidArgument("--emulated-hosts " + std::to_string(o.emulated_hosts) + " is more than the " +
+                           std::to_string(o.workers) + " workers");
+  shape.emulated_hosts = o.emulated_hosts;
   for (const auto& e : o.env) {
     SYNCLINE_ASSIGN_OR_RETURN(EnvAssignment a, ParseEnvAssignment(e));
     shape.extra_env.push_back(std::move(a));

@@ -34,7 +34,7 @@ SYNCLINE_EXPORT int syncline_rank(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_size(const syncline_worker* w);
 /* This worker's index among the workers of its host, and their number: the
  * launcher's SYNCLINE_LOCAL_RANK/_SIZE (BYTEPS_LOCAL_*) where given, else from
- * registration (host identity and SYNCLINE_HOST_LABEL; worker/local_group.h). */
+ * registration (host identity and SYNCLINE_HOST_LABEL; control/local_group.h). */
 SYNCLINE_EXPORT int syncline_local_rank(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_local_size(const syncline_worker* w);
 /* 1 if the framework glue should overlap iterations (SYNCLINE_CROSS_ITERATION), else 0. */

@@ -27,7 +27,7 @@ Reply ErrorReply(const Message& request, const std::string& why) {
 }
 
 KeyStore::KeyStore(KeyStoreOptions options, SummationEngine* engine, BufferPool* pool)
-    : options_(options), engine_(engine), pool_(pool) {}
+    : options_(options), contributors_(options.num_workers), engine_(engine), pool_(pool) {}
 
 KeyStore::~KeyStore() = default;
 
@@ -121,7 +121,7 @@ KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out
 }
 
 void KeyStore::Push(const Message& push, int rank, std::vector<Reply>* out) {
-  if (rank < 0 || rank >= options_.num_workers) {
+  if (rank < 0 || rank >= contributors()) {
     out->push_back(ErrorReply(push, "sender is not a worker of this job"));
     return;
   }
@@ -144,7 +144,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
     return;
   }
   Round& round = key.rounds[number];
-  if (round.pushed.empty()) round.pushed.assign(options_.num_workers, false);
+  if (round.pushed.empty()) round.pushed.assign(contributors(), false);
   if (round.complete || round.pushed[rank]) {
     out->push_back(ErrorReply(push, "worker rank " + std::to_string(rank) + " already pushed round " +
                                         std::to_string(number)));
@@ -166,7 +166,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
     // sender may reuse that memory once acked, long before the pull.)
     round.sum = payload;
   } else if (options_.deterministic) {
-    if (round.by_rank.empty()) round.by_rank.resize(options_.num_workers);
+    if (round.by_rank.empty()) round.by_rank.resize(contributors());
     round.by_rank[rank] = ElementAligned(payload, key.dtype);  // the received frame itself, where aligned
   } else if (round.pushes == 0 && payload.writable() &&
              reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(key.dtype) == 0) {
@@ -183,7 +183,7 @@ void KeyStore::PushSync(KeyState& key, const Message& push, int rank, std::vecto
   if (push.header.flags() & proto::FLAG_PULL_AFTER_PUSH)
     round.waiting.push_back(Waiter{push.header.sender(), push.header.request_id(), rank, push.header.priority()});
   if (WantsAck(push)) out->push_back(Reply{push.header.sender(), ReplyTo(push, proto::PUSH_ACK)});
-  if (round.pushes < options_.num_workers) return ReportIfOrphaned(key, number, round);
+  if (round.pushes < contributors()) return ReportIfOrphaned(key, number, round);
   Complete(key, number, round);
   std::vector<Waiter> waiting = std::move(round.waiting);
   for (const Waiter& w : waiting) {
@@ -203,7 +203,7 @@ Status KeyStore::TakeCompressed(KeyState& key, Round& round, int rank, const Buf
     Buffer decoded = pool_->Get(key.bytes);
     SYNCLINE_RETURN_IF_ERROR(
         compression::Decompress(key.form, in, chunk.size(), reinterpret_cast<float*>(decoded.mutable_data()), n));
-    if (round.by_rank.empty()) round.by_rank.resize(options_.num_workers);
+    if (round.by_rank.empty()) round.by_rank.resize(contributors());
     round.by_rank[rank] = std::move(decoded);
     return Status::Ok();
   }
@@ -224,7 +224,7 @@ void KeyStore::Complete(KeyState& key, uint64_t number, Round& round) {
   if (options_.deterministic && !round.by_rank.empty()) {
     round.sum = pool_->Get(key.bytes);
     std::memcpy(round.sum.mutable_data(), round.by_rank[0].data(), key.bytes);
-    for (int r = 1; r < options_.num_workers; ++r)
+    for (int r = 1; r < contributors(); ++r)
       engine_->SumInto(key.dtype, round.sum.mutable_data(), round.by_rank[r].data(), elements);
     round.by_rank.clear();
   }
@@ -252,10 +252,10 @@ void KeyStore::Complete(KeyState& key, uint64_t number, Round& round) {
 void KeyStore::Answer(KeyState& key, uint64_t number, Round& round, const Waiter& w, std::vector<Reply>* out) {
   out->push_back(SumReply(key, number, w, round.sum));  // shared, not copied; back to the pool when sent
   // A repeated pull of the same rank is answered again but counted once.
-  if (round.pulled.empty()) round.pulled.assign(options_.num_workers, false);
+  if (round.pulled.empty()) round.pulled.assign(contributors(), false);
   if (round.pulled[w.rank]) return;
   round.pulled[w.rank] = true;
-  if (++round.pulls_answered == options_.num_workers) {
+  if (++round.pulls_answered == contributors()) {
     key.rounds.erase(number);
     key.rounds_served_below = std::max(key.rounds_served_below, number + 1);
   }
@@ -281,7 +281,7 @@ Buffer KeyStore::ElementAligned(const Buffer& payload, DType dtype) {
 }
 
 void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
-  if (rank < 0 || rank >= options_.num_workers) {
+  if (rank < 0 || rank >= contributors()) {
     out->push_back(ErrorReply(pull, "sender is not a worker of this job"));
     return;
   }
@@ -290,7 +290,7 @@ void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
   const Waiter w{pull.header.sender(), pull.header.request_id(), rank, pull.header.priority()};
   const bool whole_round = pull.header.flags() & proto::FLAG_WHOLE_ROUND;
   if (options_.ssp_staleness && !whole_round) {
-    if (!key->clock) key->clock = std::make_unique<RoundClock>(options_.num_workers);
+    if (!key->clock) key->clock = std::make_unique<RoundClock>(contributors());
     if (std::string why = RefuseRound(pull.header.round(), key->clock->RoundsPushedByAll(), /*open=*/true); !why.empty())
       return out->push_back(ErrorReply(pull, why));
     key->stale_reads.emplace_back(pull.header.round(), w);
@@ -311,7 +311,7 @@ void KeyStore::Pull(const Message& pull, int rank, std::vector<Reply>* out) {
     return;
   }
   Round& round = key->rounds[number];
-  if (round.pushed.empty()) round.pushed.assign(options_.num_workers, false);
+  if (round.pushed.empty()) round.pushed.assign(contributors(), false);
   if (round.complete)
     Answer(*key, number, round, w, out);
   else

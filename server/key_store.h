@@ -18,6 +18,13 @@
 // completion), and the complete sum is compressed once, with the key's own
 // error feedback, for every pull of the round.
 //
+// Contributors: a round is complete when every contributor pushed it. By
+// default each worker is one (its rank); with local reduce each worker host
+// is one (its index, worker/local_reduce.h): its workers sum among
+// themselves and one of them pushes and pulls each key for all.
+// SetContributors says how many there are; the `rank` arguments below are
+// then contributor indices. Averages always divide by the number of workers.
+//
 // Thread-safety: calls for one key must not run concurrently (the server
 // runs each key on one SerialLanes lane); calls for different keys may.
 #pragma once
@@ -49,7 +56,7 @@ struct Absence {
 };
 
 struct KeyStoreOptions {
-  int num_workers = 1;
+  int num_workers = 1;  // and contributors, until SetContributors
   bool async = false;
   bool deterministic = false;
   // Sync mode: called, on the key's lane, when a round has pushes but waits
@@ -88,6 +95,11 @@ class KeyStore {
   // declared); its pushes and sums travel in `form` (fp32 keys only: a
   // compressed key whose bytes are not a chunk of floats is not placed).
   void Place(uint64_t key, uint64_t bytes, compression::Spec form = {});
+
+  // From now on a round takes `n` contributors' pushes (see the header
+  // comment); before any request arrives.
+  void SetContributors(int n) { contributors_ = n; }
+  int contributors() const { return contributors_; }
 
   size_t num_keys() const;
   std::vector<uint64_t> keys() const;
@@ -180,6 +192,7 @@ class KeyStore {
   Buffer ElementAligned(const Buffer& payload, DType dtype);
 
   const KeyStoreOptions options_;
+  std::atomic<int> contributors_;
   SummationEngine* const engine_;
   BufferPool* const pool_;
   mutable Mutex map_mu_;  // guards the map itself, not the states

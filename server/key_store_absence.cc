@@ -7,19 +7,19 @@
 namespace syncline {
 
 void KeyStore::SetAbsenceLocked(int rank, std::optional<Absence> why) {
-  if (absent_.empty()) absent_.resize(options_.num_workers);
+  if (absent_.empty()) absent_.resize(contributors());
   if (absent_[rank].has_value() != why.has_value()) absent_count_ += why ? 1 : -1;
   absent_[rank] = why;
 }
 
 void KeyStore::MarkFinished(int rank) {
-  if (rank < 0 || rank >= options_.num_workers) return;
+  if (rank < 0 || rank >= contributors()) return;
   MutexLock lock(absent_mu_);
   SetAbsenceLocked(rank, Absence{Absence::kFinished, 0});
 }
 
 void KeyStore::MarkAtBarrier(int rank, uint64_t sequence) {
-  if (rank < 0 || rank >= options_.num_workers) return;
+  if (rank < 0 || rank >= contributors()) return;
   MutexLock lock(absent_mu_);
   if (!absent_.empty() && absent_[rank] && absent_[rank]->kind == Absence::kFinished) return;
   SetAbsenceLocked(rank, Absence{Absence::kAtBarrier, sequence});
@@ -45,7 +45,7 @@ void KeyStore::CheckOrphanedRounds(uint64_t key) {
 }
 
 bool KeyStore::StillOrphaned(uint64_t key, uint64_t round, int rank, const Absence& why) const {
-  if (rank < 0 || rank >= options_.num_workers) return false;
+  if (rank < 0 || rank >= contributors()) return false;
   {
     MutexLock lock(absent_mu_);
     if (absent_.empty() || !absent_[rank] || absent_[rank]->kind != why.kind ||

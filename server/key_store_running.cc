@@ -40,7 +40,7 @@ void KeyStore::PushAsync(KeyState& key, const Message& push, std::vector<Reply>*
 }
 
 void KeyStore::PushStale(KeyState& key, const Message& push, int rank, std::vector<Reply>* out) {
-  if (!key.clock) key.clock = std::make_unique<RoundClock>(options_.num_workers);
+  if (!key.clock) key.clock = std::make_unique<RoundClock>(contributors());
   const uint64_t number = push.header.round();
   std::string why = RefuseRound(number, key.clock->RoundsPushedByAll(), /*open=*/true);
   if (why.empty()) why = key.clock->RecordPush(rank, number);

@@ -1,9 +1,11 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "common/log_limiter.h"
 #include "common/logging.h"
+#include "control/local_group.h"
 #include "metrics/common_metrics.h"
 #include "transport/factory.h"
 
@@ -99,7 +101,7 @@ Status Server::Run() {
                             runtime_.Listen(want, [this](Message&& m) { OnMessage(std::move(m)); }));
   SYNCLINE_LOG_INFO("server listening at {}", address);
   SYNCLINE_RETURN_IF_ERROR(runtime_.Join(address));
-  for (const auto& w : runtime_.peers()) worker_rank_[w.id()] = w.rank();
+  SYNCLINE_RETURN_IF_ERROR(LearnContributors());
   {
     // Serve what came before the address book; then drop our references
     // at once (a payload's sender may wait for its release).
@@ -111,7 +113,8 @@ Status Server::Run() {
     }
     for (auto& m : early) Serve(m);
   }
-  SYNCLINE_LOG_INFO("server {} serving {} workers ({} mode{}{})", client_.my_rank(), settings_.num_workers,
+  SYNCLINE_LOG_INFO("server {} serving {} workers in {} groups ({} mode{}{})", client_.my_rank(), settings_.num_workers,
+                    store_.contributors(),
                     settings_.sync_mode == "ssp" ? "ssp" : settings_.async ? "async" : "sync",
                     settings_.sync_mode == "ssp" ? ", staleness " + std::to_string(settings_.ssp_staleness) : "",
                     settings_.deterministic ? ", deterministic" : "");
@@ -126,14 +129,56 @@ Status Server::Run() {
 
 void Server::RequestStop(const std::string& reason) { client_.Abort(reason); }
 
+Status Server::LearnContributors() {
+  const std::vector<proto::NodeInfo>& workers = runtime_.peers();
+  std::vector<int> of_rank(settings_.num_workers, -1);
+  std::vector<std::vector<int>> ranks_of;
+  for (const auto& w : workers) {
+    if (w.rank() < 0 || w.rank() >= settings_.num_workers) return Internal("worker rank " + std::to_string(w.rank()) + " out of range");
+    int contributor = w.rank();
+    if (settings_.local_reduce) {
+      SYNCLINE_ASSIGN_OR_RETURN(LocalGroup group, LocalGroupOf(workers, w.rank()));
+      contributor = group.host;
+    }
+    of_rank[w.rank()] = contributor;
+    if (contributor >= static_cast<int>(ranks_of.size())) ranks_of.resize(contributor + 1);
+    ranks_of[contributor].push_back(w.rank());
+  }
+  for (auto& ranks : ranks_of) std::sort(ranks.begin(), ranks.end());
+  for (const auto& w : workers) contributor_of_node_[w.id()] = of_rank[w.rank()];
+  store_.SetContributors(static_cast<int>(ranks_of.size()));
+  MutexLock lock(groups_mu_);
+  contributor_of_rank_ = std::move(of_rank);
+  ranks_of_contributor_ = std::move(ranks_of);
+  return Status::Ok();
+}
+
+int Server::ContributorOf(int rank) const {
+  MutexLock lock(groups_mu_);
+  if (rank >= 0 && rank < static_cast<int>(contributor_of_rank_.size())) return contributor_of_rank_[rank];
+  return rank;
+}
+
+std::string Server::NameContributor(int contributor) const {
+  MutexLock lock(groups_mu_);
+  if (contributor < 0 || contributor >= static_cast<int>(ranks_of_contributor_.size()) ||
+      !settings_.local_reduce)
+    return "worker " + std::to_string(contributor);
+  const std::vector<int>& ranks = ranks_of_contributor_[contributor];
+  if (ranks.size() == 1) return "worker " + std::to_string(ranks.front());
+  std::string names;
+  for (int r : ranks) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  return "the workers of host " + std::to_string(contributor) + " (ranks " + names + ", summing locally)";
+}
+
 void Server::OnWorkerFinished(int rank) {
-  store_.MarkFinished(rank);
+  store_.MarkFinished(ContributorOf(rank));
   CheckEveryKeyForOrphans();
 }
 
 void Server::OnWorkerAtBarrier(const proto::WorkerAtBarrier& note) {
   if (!note.waiting()) return store_.ClearBarrier(note.sequence());
-  store_.MarkAtBarrier(note.rank(), note.sequence());
+  store_.MarkAtBarrier(ContributorOf(note.rank()), note.sequence());
   CheckEveryKeyForOrphans();
 }
 
@@ -165,10 +210,15 @@ void Server::OnOrphanedRound(uint64_t key, uint64_t round, int rank, Absence why
 
 void Server::ReportOrphanedRound(uint64_t key, uint64_t round, int rank, Absence why) {
   if (orphan_reported_.exchange(true)) return;  // one abort is enough; later pushes would repeat it
-  int32_t culprit = -1;
-  for (const auto& [id, r] : worker_rank_)
-    if (r == rank) culprit = id;
-  const std::string worker = "worker " + std::to_string(rank);
+  int32_t culprit = -1;  // one worker, where the contributor is one
+  int workers_in_it = 0;
+  for (const auto& [id, c] : contributor_of_node_)
+    if (c == rank) {
+      culprit = id;
+      ++workers_in_it;
+    }
+  if (workers_in_it != 1) culprit = -1;
+  const std::string worker = NameContributor(rank);
   client_.Abort(why.kind == Absence::kFinished
                     ? worker + " finished without pushing round " + std::to_string(round) +
                           " of a tensor the other workers push_pull: every worker must make the same push_pull "
@@ -200,14 +250,14 @@ void Server::OnMessage(Message&& m) {
 }
 
 void Server::Serve(const std::shared_ptr<Message>& m) {
-  auto it = worker_rank_.find(m->header.sender());
-  if (it == worker_rank_.end()) {
+  auto it = contributor_of_node_.find(m->header.sender());
+  if (it == contributor_of_node_.end()) {
     instruments_.not_a_member.Add();
     SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}: not a worker of this job", proto::Op_Name(m->header.op()),
                       m->header.sender());
     return;
   }
-  const int rank = it->second;
+  const int rank = it->second;  // the contributor's index
   Status st = lanes_.Submit(m->header.key(), [this, m, rank] {
     std::vector<Reply> replies;
     if (m->header.op() == proto::PUSH) {
@@ -235,7 +285,7 @@ void Server::Serve(const std::shared_ptr<Message>& m) {
 void Server::OnReplyAck(const Message& ack) {
   {
     MutexLock lock(pending_mu_);
-    if (!ready_ || !worker_rank_.count(ack.header.sender())) {
+    if (!ready_ || !contributor_of_node_.count(ack.header.sender())) {
       instruments_.unexpected.Add();
       SYNCLINE_LOG_WARN_LIMITED("ignoring REPLY_ACK from node {}: not a worker of this job", ack.header.sender());
       return;

@@ -103,7 +103,19 @@ class Server {
   Mutex pending_mu_;
   bool ready_ GUARDED_BY(pending_mu_) = false;
   std::vector<std::shared_ptr<Message>> pending_ GUARDED_BY(pending_mu_);  // data before the address book
-  std::unordered_map<int32_t, int> worker_rank_;         // written once before ready_, then read-only
+  // Node id -> contributor index (server/key_store.h: the worker's rank, or
+  // with local reduce its host's index); written once before ready_, then read-only.
+  std::unordered_map<int32_t, int> contributor_of_node_;
+  // Rank -> contributor, and each contributor's ranks (for absences and
+  // errors); set with contributor_of_node_ (empty before: ranks stand for themselves).
+  mutable Mutex groups_mu_;
+  std::vector<int> contributor_of_rank_ GUARDED_BY(groups_mu_);
+  std::vector<std::vector<int>> ranks_of_contributor_ GUARDED_BY(groups_mu_);
+  // Sets the three above from the address book.
+  Status LearnContributors();
+  int ContributorOf(int rank) const;
+  // "worker 3", or "the workers of host 1 (ranks 2, 3)".
+  std::string NameContributor(int contributor) const;
   std::atomic<bool> orphan_reported_{false};
   // The one pending confirmation of a round orphaned by a worker at a barrier.
   Mutex confirm_mu_;

@@ -46,10 +46,13 @@ uint64_t PayloadBytes(const Message& message) {
 namespace {
 
 bool IsDataOp(proto::Op op) {
-  return op == proto::PUSH || op == proto::PUSH_ACK || op == proto::PULL || op == proto::PULL_REPLY;
+  return op == proto::PUSH || op == proto::PUSH_ACK || op == proto::PULL || op == proto::PULL_REPLY ||
+         op == proto::LOCAL_PUSH || op == proto::LOCAL_SUM;
 }
 
-bool CarriesPayload(proto::Op op) { return op == proto::PUSH || op == proto::PULL_REPLY; }
+bool CarriesPayload(proto::Op op) {
+  return op == proto::PUSH || op == proto::PULL_REPLY || op == proto::LOCAL_PUSH || op == proto::LOCAL_SUM;
+}
 
 // The body a control op must carry, or 0 if none is required.
 proto::Header::BodyCase RequiredBody(proto::Op op) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/buffer.h"
 #include "common/dtype.h"
 #include "common/status.h"
 
@@ -45,6 +46,10 @@ struct ChunkTask {
   // Bytes it takes on the wire, each way, where that differs from `length`
   // (a compressed tensor); 0: `length`. The credit counts these.
   uint64_t wire_length = 0;
+  // Local reduce: this worker pushes the chunk for its host, and passes the
+  // sum (as the server sent it) on to the host's other workers with this,
+  // before writing it back.
+  std::function<void(const Buffer& sum)> on_sum;
 
   uint64_t WireBytes() const { return wire_length != 0 ? wire_length : length; }
 };

@@ -32,7 +32,7 @@ void KvClient::Send(ChunkTask&& chunk) {
   {
     MutexLock lock(mu_);
     in_flight_[request] = InFlight{chunk.op, chunk.index, chunk.server, chunk.WireBytes(), true, chunk.posted_us,
-                                   timeline_ ? Timeline::NowUs() : 0, 0};
+                                   timeline_ ? Timeline::NowUs() : 0, 0, std::move(chunk.on_sum)};
   }
   Message m = MakeMessage(proto::PUSH, control_->my_id());
   m.header.set_key(chunk.key);
@@ -110,6 +110,7 @@ bool KvClient::Handle(Message& m) {
     traffic_.pulled_chunks.Add();
     traffic_.pulled_bytes.Add(double(m.payloads.front().size()));
     if (timeline_) Trace(entry, Timeline::NowUs());
+    if (entry.on_sum) entry.on_sum(m.payloads.front());
     entry.op->OnReply(entry.chunk, std::move(m.payloads.front()));
   }
   return true;

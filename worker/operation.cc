@@ -28,16 +28,53 @@ Operation::DoneCallback Operation::TakeDoneLocked(Status* status) {
 
 std::optional<Buffer> Operation::SendView(size_t i, uint64_t seed) {
   if (codec_) return Encode(i, seed);
+  const uint8_t* source;
+  {
+    MutexLock lock(mu_);
+    if (error_) return std::nullopt;
+    ++releases_pending_;
+    source = SourceLocked(i);
+  }
+  // The owner holds no memory: its deleter only reports the release. It
+  // keeps the operation alive until then.
+  auto self = shared_from_this();
+  std::shared_ptr<const void> owner(source, [self, i](const void*) { self->OnReleased(i); });
+  return Buffer(source, lengths_[i], std::move(owner));
+}
+
+std::optional<Buffer> Operation::RawView(size_t i) {
   {
     MutexLock lock(mu_);
     if (error_) return std::nullopt;
     ++releases_pending_;
   }
-  // The owner holds no memory: its deleter only reports the release. It
-  // keeps the operation alive until then.
   auto self = shared_from_this();
   std::shared_ptr<const void> owner(data_ + offsets_[i], [self, i](const void*) { self->OnReleased(i); });
   return Buffer(data_ + offsets_[i], lengths_[i], std::move(owner));
+}
+
+bool Operation::SumLocally(size_t i, const std::function<void(uint8_t* target)>& add) {
+  {
+    MutexLock lock(mu_);
+    if (error_) return false;
+    // The caller's memory is written: a failure meanwhile must not let Wait
+    // return (and the caller free it) until this is done.
+    ++releases_pending_;
+  }
+  uint8_t* target = output_ + offsets_[i];
+  if (output_ != data_) std::memcpy(target, data_ + offsets_[i], lengths_[i]);
+  add(target);
+  DoneCallback done;
+  Status status;
+  {
+    MutexLock lock(mu_);
+    --releases_pending_;
+    chunks_[i].summed_locally = true;
+    done = TakeDoneLocked(&status);
+    cv_.NotifyAll();
+  }
+  RunDone(std::move(done), status);
+  return true;
 }
 
 std::optional<Buffer> Operation::Encode(size_t i, uint64_t seed) {
@@ -48,7 +85,12 @@ std::optional<Buffer> Operation::Encode(size_t i, uint64_t seed) {
     // let Wait return (and the caller free it) until it is done.
     ++releases_pending_;
   }
-  Result<Buffer> encoded = codec_->Encode(i, reinterpret_cast<const float*>(data_ + offsets_[i]), seed);
+  const uint8_t* source;
+  {
+    MutexLock lock(mu_);
+    source = SourceLocked(i);
+  }
+  Result<Buffer> encoded = codec_->Encode(i, reinterpret_cast<const float*>(source), seed);
   Buffer done_with;
   DoneCallback done;
   Status status;

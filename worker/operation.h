@@ -47,6 +47,14 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // Compressed: the chunk encoded now into a buffer of its own (`seed`
   // chooses randomk's indices), and the tensor's chunk is released at once.
   std::optional<Buffer> SendView(size_t i, uint64_t seed = 0);
+  // Local reduce (worker/local_reduce.h). RawView: chunk `i` as the caller
+  // gave it, uncompressed, tracked like SendView (for the local worker that
+  // pushes it for the host). SumLocally: `add` sums the local peers' copies
+  // into chunk `i` of the output (which starts as a copy of the input) and
+  // from then on the chunk is pushed from there; false, `add` not run, once
+  // the operation failed.
+  std::optional<Buffer> RawView(size_t i);
+  bool SumLocally(size_t i, const std::function<void(uint8_t* target)>& add);
   // The sum for chunk `i` arrived.
   void OnReply(size_t i, Buffer payload);
   // The operation failed (server error, abort, send failure); first failure wins.
@@ -71,7 +79,12 @@ class Operation : public std::enable_shared_from_this<Operation> {
     bool released = false;          // transport no longer reads the pushed bytes
     std::optional<Buffer> reply;    // arrived, not yet written back
     bool finished = false;
+    bool summed_locally = false;    // pushed from output_ (SumLocally)
   };
+  // Where chunk `i` is pushed from.
+  const uint8_t* SourceLocked(size_t i) const REQUIRES(mu_) {
+    return (chunks_[i].summed_locally ? output_ : data_) + offsets_[i];
+  }
   void OnReleased(size_t i);
   // SendView of a compressed chunk.
   std::optional<Buffer> Encode(size_t i, uint64_t seed);

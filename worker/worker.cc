@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "metrics/common_metrics.h"
 #include "transport/factory.h"
+#include "transport/node_endpoint.h"
 #include "transport/wire.h"
 #include "worker/gpu/device_staging.h"
 
@@ -123,19 +124,51 @@ Status Worker::Start(const std::string& listen_address) {
                                            settings_.local_size);
       !d.empty())
     SYNCLINE_LOG_WARN("{}", d);
+  if (settings_.local_reduce && local_group_.local_size > 1) SYNCLINE_RETURN_IF_ERROR(StartLocalReduce());
   if (settings_.trace) {
     timeline_ = std::make_unique<Timeline>(Timeline::Options{
         settings_.trace_dir + "/worker-" + std::to_string(rank()) + ".json", rank(), "worker " + std::to_string(rank()),
         settings_.trace_start_step, settings_.trace_end_step});
     kv_.SetTimeline(timeline_.get());
   }
-  SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers; local rank {} of {} on worker host {} of {}",
+  SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers; local rank {} of {} on worker host {} of {}{}",
                     client_.my_rank(), settings_.num_workers, runtime_.peers().size(), local_group_.local_rank,
-                    local_group_.local_size, local_group_.host, local_group_.num_hosts);
+                    local_group_.local_size, local_group_.host, local_group_.num_hosts,
+                    local_ ? " (local reduce)" : "");
   stall_watch_ = std::make_unique<StallWatch>(
       Millis(settings_.stall_timeout_ms), [this] { return StallSample(); },
       [this](const StallWatch::Report& report) { ReportStall(report); });
   stall_watch_->Start();
+  return Status::Ok();
+}
+
+Status Worker::StartLocalReduce() {
+  std::vector<proto::NodeInfo> peers(local_group_.local_size);
+  std::vector<int32_t> ids(local_group_.local_size, -1);
+  for (const proto::NodeInfo& w : client_.NodesOf(proto::WORKER)) {
+    auto at = std::find(local_group_.ranks.begin(), local_group_.ranks.end(), w.rank());
+    if (at == local_group_.ranks.end()) continue;
+    peers[at - local_group_.ranks.begin()] = w;
+    ids[at - local_group_.ranks.begin()] = w.id();
+  }
+  std::vector<proto::NodeInfo> others;
+  for (int i = 0; i < local_group_.local_size; ++i) {
+    if (i == local_group_.local_rank) continue;
+    SYNCLINE_RETURN_IF_ERROR(runtime_.endpoint().Connect(peers[i].id(), peers[i].address())
+                                 .WithContext("connecting to worker " + std::to_string(peers[i].rank()) +
+                                              " of this host (local reduce)"));
+    others.push_back(peers[i]);
+  }
+  MarkColocatedPeers(runtime_.shm(), others);
+  local_reducer_ = std::make_unique<LocalReducer>(
+      &runtime_.endpoint(), &client_, local_group_, std::move(ids), settings_.request_timeout_ms,
+      [this](ChunkTask&& chunk) {
+        std::vector<ChunkTask> one;
+        one.push_back(std::move(chunk));
+        chunk_scheduler_->Post(std::move(one));
+      },
+      [this](const std::string& why, int32_t culprit) { client_.Abort(why, culprit); }, *metrics_);
+  local_ = local_reducer_.get();
   return Status::Ok();
 }
 
@@ -279,6 +312,8 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
   }
   if (chunks.empty()) {
     op->RunDoneIfEnded();  // an empty tensor: nothing to sum
+  } else if (LocalReducer* local = local_.load()) {
+    for (ChunkTask& chunk : chunks) local->Post(std::move(chunk));
   } else {
     chunk_scheduler_->Post(std::move(chunks));
   }
@@ -325,7 +360,11 @@ Status Worker::Barrier() {
   // that lacks its push can never complete, and the servers (told by the
   // scheduler) end the job naming it instead of waiting out the timeout.
   SYNCLINE_RETURN_IF_ERROR(WaitForOperationsInFlight());
-  return client_.Barrier(proto::WORKER, DefaultDeadline());
+  LocalReducer* local = local_.load();
+  if (local) local->AnnounceBarrier();  // the same, for the other workers of this host
+  SYNCLINE_RETURN_IF_ERROR(client_.Barrier(proto::WORKER, DefaultDeadline()));
+  if (local) local->PassedBarrier();
+  return Status::Ok();
 }
 
 Status Worker::WaitForOperationsInFlight() {
@@ -350,6 +389,7 @@ Status Worker::Shutdown() {
     shutdown_ = Status::Ok();
   }
   Status result = WaitForOperationsInFlight();
+  if (LocalReducer* local = local_.load()) local->AnnounceFinished();
   if (result.ok()) result = client_.health();
   if (timeline_) {
     Status written = timeline_->Write();
@@ -367,6 +407,7 @@ Status Worker::Shutdown() {
 
 void Worker::OnMessage(Message&& m) {
   if (client_.Handle(m) || kv_.Handle(m)) return;
+  if (LocalReducer* local = local_.load(); local && local->Handle(m)) return;
   unexpected_messages_.Add();
   SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}", proto::Op_Name(m.header.op()), m.header.sender());
 }
@@ -374,6 +415,7 @@ void Worker::OnMessage(Message&& m) {
 void Worker::FailAll(const Status& status) {
   chunk_scheduler_->Stop(status);  // queued chunks fail; nothing more is admitted
   kv_.FailAll(status);
+  if (LocalReducer* local = local_.load()) local->FailAll(status);
 }
 
 }  // namespace syncline

@@ -39,7 +39,8 @@
 #include "worker/chunk.h"
 #include "worker/chunk_codec.h"
 #include "worker/kv_client.h"
-#include "worker/local_group.h"
+#include "worker/local_reduce.h"
+#include "control/local_group.h"
 #include "worker/operation.h"
 #include "worker/stall_watch.h"
 
@@ -221,6 +222,15 @@ class Worker {
   std::optional<Status> shutdown_ GUARDED_BY(mu_);
   std::thread closer_ GUARDED_BY(mu_);  // closes the endpoint after an abort
   bool leaving_ GUARDED_BY(mu_) = false;  // the destructor has begun; it closes the endpoint itself
+
+  // Sets up local reduce with the other workers of this host (from Start,
+  // where settings and the group call for it).
+  Status StartLocalReduce();
+  // Last: destroyed first, its thread stopped while what it feeds is alive.
+  // Set once in Start (before any push_pull); local_ reads it lock-free
+  // (null: every chunk goes to the chunk scheduler).
+  std::unique_ptr<LocalReducer> local_reducer_;
+  std::atomic<LocalReducer*> local_{nullptr};
 };
 
 }  // namespace syncline

@@ -88,6 +88,33 @@ TEST(LaunchPlanTest, LocalJobEnvironment) {
   EXPECT_EQ(Get((*plan)[5].spec.env, "SYNCLINE_WORKER_RANK"), "2");
 }
 
+TEST(LaunchPlanTest, EmulatedHostsSplitTheWorkersIntoContiguousGroupsWithTheirOwnLabelsAndLocalRanks) {
+  JobShape shape = Shape();
+  shape.num_workers = 5;
+  shape.emulated_hosts = 2;
+  auto plan = PlanLocalJob(LocalJob{shape, "/b", {"w"}}, UserEnv());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<std::string> seen;
+  for (const auto& p : *plan) {
+    const Environment& env = p.spec.env;
+    if (p.role != Role::kWorker) {
+      EXPECT_EQ(Get(env, "SYNCLINE_HOST_LABEL"), "<unset>") << p.label;
+      continue;
+    }
+    auto settings = Settings::FromEnvironment(env);
+    ASSERT_TRUE(settings.ok()) << settings.status().ToString();
+    seen.push_back(settings->host_label + " " + std::to_string(settings->local_rank) + "/" +
+                   std::to_string(settings->local_size));
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"emulated-host-0 0/2", "emulated-host-0 1/2", "emulated-host-1 0/3",
+                                            "emulated-host-1 1/3", "emulated-host-1 2/3"}));
+  shape.emulated_hosts = 1;  // the default: no label, one host
+  auto one = PlanLocalJob(LocalJob{shape, "/b", {"w"}}, UserEnv());
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(Get(one->back().spec.env, "SYNCLINE_HOST_LABEL"), "<unset>");
+  EXPECT_EQ(Get(one->back().spec.env, "SYNCLINE_LOCAL_SIZE"), "5");
+}
+
 TEST(LaunchPlanTest, TransportAndExtraEnvironment) {
   JobShape s = Shape();
   s.transport = "ipc";

@@ -285,6 +285,8 @@ TEST(ScheduledJobTrace, EveryChunkOfTheRecordedStepsHasItsStagesInOrder) {
   std::filesystem::remove_all(dir);
   InProcessJob::Options o = CreditJob("loopback", 2 * 4096);
   o.trace_dir = dir;  // steps 0 and 1
+  // Workers on hosts of their own: each pushes every chunk itself.
+  o.host_label = [](int rank) { return "host-" + std::to_string(rank); };
   InProcessJob job(o);
   ASSERT_TRUE(job.Start().ok());
   constexpr size_t kElements = 3000;  // 3 chunks of 4 KiB

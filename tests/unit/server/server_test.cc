@@ -107,6 +107,8 @@ class ServerTest : public ::testing::Test {
       w->endpoint = Authenticated(settings_.job_token, net_.CreateEndpoint(), &keys);
       Settings ws = settings_;
       ws.worker_rank = i;
+      // Workers on hosts of their own: each pushes for itself (no local reduce).
+      ws.host_label = "host-" + std::to_string(i);
       w->client = std::make_unique<SchedulerClient>(ws, Role::kWorker, w->endpoint.get(), kSchedulerAddress, keys);
       FakeWorker* raw = w.get();
       ASSERT_TRUE(w->endpoint

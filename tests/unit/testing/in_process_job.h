@@ -46,6 +46,7 @@ class InProcessJob {
     uint64_t min_compress_bytes = 0;   // SYNCLINE_MIN_COMPRESS_BYTES (tests: every tensor)
     // Each worker's SYNCLINE_HOST_LABEL, given its rank (unset: none): emulated hosts.
     std::function<std::string(int rank)> host_label;
+    bool local_reduce = true;  // SYNCLINE_LOCAL_REDUCE (workers of one host sum first)
     // Makes each worker's chunk scheduler, given its rank (unset: SendAtOnce).
     std::function<std::unique_ptr<ChunkScheduler>(int rank)> chunk_scheduler;
   };
@@ -85,6 +86,7 @@ class InProcessJob {
     s.trace_end_step = 1;
     s.compression = options_.compression;
     s.min_compress_bytes = options_.min_compress_bytes;
+    s.local_reduce = options_.local_reduce;
     return s;
   }
 

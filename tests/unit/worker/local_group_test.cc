@@ -1,6 +1,6 @@
-// worker/local_group.h: host groups from the address book's host identities
+// control/local_group.h: host groups from the address book's host identities
 // and labels, and a whole job whose workers are given emulated hosts.
-#include "worker/local_group.h"
+#include "control/local_group.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "worker/local_group.h"
+#include "control/local_group.h"
 
 #include <algorithm>
 #include <map>

@@ -1,0 +1,233 @@
+// Local reduce (worker/local_reduce.h) in whole in-process jobs whose workers
+// are split into emulated hosts (SYNCLINE_HOST_LABEL): exact sums and
+// averages for every dtype with 2, 3 and 4 workers on a host and several hosts
+// at once, over chunk counts that do not divide among a host's workers; one
+// push per host per chunk, where flat jobs push one per worker; deterministic
+// sums bit-identical from run to run; a separate output; a broadcast; a
+// worker of a host that finishes early ending the job, named.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "summation/half.h"
+#include "tests/unit/testing/in_process_job.h"
+
+namespace syncline {
+namespace {
+
+using testing::InProcessJob;
+using testing::OnAllWorkers;
+
+// Workers per host, e.g. {3, 2}: ranks 0-2 on host 0, ranks 3-4 on host 1.
+using Layout = std::vector<int>;
+
+int HostOf(const Layout& layout, int rank) {
+  for (int h = 0, first = 0; h < static_cast<int>(layout.size()); first += layout[h++])
+    if (rank < first + layout[h]) return h;
+  return -1;
+}
+
+InProcessJob::Options JobOf(const Layout& layout) {
+  InProcessJob::Options o;
+  o.workers = std::accumulate(layout.begin(), layout.end(), 0);
+  o.servers = 2;
+  o.partition_bytes = 256;
+  o.host_label = [layout](int rank) { return "host-" + std::to_string(HostOf(layout, rank)); };
+  return o;
+}
+
+// Value `i` of worker `rank`'s tensor: small integers, exact in every dtype
+// and in any order of summation.
+double ValueOf(int rank, size_t i) { return double((rank + 1) * ((i % 5) + 1)); }
+
+void Store(DType dtype, void* data, size_t i, double v) {
+  switch (dtype) {
+    case DType::kFloat32: static_cast<float*>(data)[i] = float(v); break;
+    case DType::kFloat64: static_cast<double*>(data)[i] = v; break;
+    case DType::kFloat16: static_cast<uint16_t*>(data)[i] = FloatToHalf(float(v)); break;
+    case DType::kBFloat16: static_cast<uint16_t*>(data)[i] = FloatToBf16(float(v)); break;
+  }
+}
+
+double Load(DType dtype, const void* data, size_t i) {
+  switch (dtype) {
+    case DType::kFloat32: return static_cast<const float*>(data)[i];
+    case DType::kFloat64: return static_cast<const double*>(data)[i];
+    case DType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBFloat16: return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+  }
+  return 0;
+}
+
+// A counter of `worker`'s metrics (0 if absent).
+double Metric(Worker& worker, const std::string& name) {
+  std::istringstream text(worker.metrics().Render());
+  for (std::string line; std::getline(text, line);)
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  return 0;
+}
+
+class LocalReduceLayouts : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(LocalReduceLayouts, SumsAndAveragesAreExactForEveryDTypeAndOneCopyPerHostIsPushed) {
+  const Layout layout = GetParam();
+  InProcessJob job(JobOf(layout));
+  ASSERT_TRUE(job.Start().ok());
+  const int n = job.num_workers();
+  // 7 chunks of 256 bytes (the last one short) of 4-byte types, 13 of 8-byte, 4 of 2-byte.
+  constexpr size_t kElements = 430;
+  const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16};
+  constexpr int kRounds = 3;
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    if (w.local_group().local_size != layout[HostOf(layout, rank)])
+      return Internal("local size " + std::to_string(w.local_group().local_size));
+    for (DType dtype : dtypes) {
+      SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare(std::string("t-") + DTypeName(dtype), dtype, kElements));
+      std::vector<uint8_t> data(kElements * DTypeSize(dtype));
+      for (int round = 0; round < kRounds; ++round) {
+        const bool average = round == 1;
+        for (size_t i = 0; i < kElements; ++i) Store(dtype, data.data(), i, ValueOf(rank, i) + round);
+        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, data.data(), average));
+        SYNCLINE_RETURN_IF_ERROR(h.Wait(w.DefaultDeadline()));
+        for (size_t i = 0; i < kElements; ++i) {
+          double sum = 0;
+          for (int r = 0; r < n; ++r) sum += ValueOf(r, i) + round;
+          double want = average ? sum / n : sum;
+          if (average) Store(dtype, &want, 0, want), want = Load(dtype, &want, 0);  // rounded as the dtype holds it
+          const double got = Load(dtype, data.data(), i);
+          if (std::abs(got - want) > (average ? std::abs(want) * 1e-2 : 0.0))
+            return Internal(std::string(DTypeName(dtype)) + " round " + std::to_string(round) + " element " +
+                            std::to_string(i) + ": " + std::to_string(got) + " instead of " + std::to_string(want));
+        }
+      }
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << r << ": " << statuses[r].ToString();
+  // One push per host for each chunk of each round, spread over the host's workers.
+  double chunks_per_round = 0;
+  for (DType dtype : dtypes) chunks_per_round += double((kElements * DTypeSize(dtype) + 255) / 256);
+  double pushed = 0;
+  for (int r = 0; r < n; ++r) pushed += Metric(job.worker(r), "syncline_pushed_chunks_total");
+  EXPECT_EQ(pushed, double(layout.size()) * chunks_per_round * kRounds);
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, LocalReduceLayouts,
+                         ::testing::Values(Layout{2}, Layout{3, 2}, Layout{4, 1, 2}),
+                         [](const auto& info) {
+                           std::string name = "Workers";
+                           for (int l : info.param) name += "_" + std::to_string(l);
+                           return name;
+                         });
+
+TEST(LocalReduce, FlatJobsPushOneCopyPerWorker) {
+  InProcessJob::Options o = JobOf({3});
+  o.local_reduce = false;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("x", DType::kFloat32, 640));  // 10 chunks
+    std::vector<float> x(640, float(rank));
+    SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), false));
+    SYNCLINE_RETURN_IF_ERROR(h.Wait(w.DefaultDeadline()));
+    return x[639] == 3.0f ? Status::Ok() : Internal("sum " + std::to_string(x[639]));
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.ok()) << st.ToString();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(Metric(job.worker(r), "syncline_pushed_chunks_total"), 10.0) << r;
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+// The bits of every worker's result after a few rounds of random floats.
+std::vector<std::vector<uint32_t>> DeterministicRun(const Layout& layout) {
+  InProcessJob::Options o = JobOf(layout);
+  o.deterministic = true;
+  InProcessJob job(o);
+  EXPECT_TRUE(job.Start().ok());
+  std::vector<std::vector<uint32_t>> bits(job.num_workers());
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("x", DType::kFloat32, 1000));
+    std::mt19937 random(rank);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> x(1000);
+    for (int round = 0; round < 4; ++round) {
+      for (float& v : x) v = value(random);
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), round % 2 == 0));
+      SYNCLINE_RETURN_IF_ERROR(h.Wait(w.DefaultDeadline()));
+      for (float v : x) {
+        uint32_t b;
+        std::memcpy(&b, &v, 4);
+        bits[rank].push_back(b);
+      }
+    }
+    return Status::Ok();
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(job.Finish().ok());
+  return bits;
+}
+
+TEST(LocalReduce, DeterministicSumsAreBitIdenticalFromRunToRunAndOnEveryWorker) {
+  const Layout layout{3, 2};
+  const auto first = DeterministicRun(layout);
+  const auto second = DeterministicRun(layout);
+  ASSERT_EQ(first.size(), 5u);
+  for (size_t r = 0; r < first.size(); ++r) {
+    EXPECT_EQ(first[r], second[r]) << "worker " << r;
+    EXPECT_EQ(first[r], first[0]) << "worker " << r;
+  }
+}
+
+TEST(LocalReduce, ASeparateOutputAndABroadcastWork) {
+  InProcessJob job(JobOf({2, 2}));
+  ASSERT_TRUE(job.Start().ok());
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("x", DType::kFloat32, 300));
+    const std::vector<float> in(300, float(rank + 1));
+    std::vector<float> out(300, -1.0f);
+    PushPullOptions options;
+    options.output = out.data();
+    SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, const_cast<float*>(in.data()), options));
+    SYNCLINE_RETURN_IF_ERROR(h.Wait(w.DefaultDeadline()));
+    if (in[0] != float(rank + 1) || in[299] != float(rank + 1)) return Internal("the input was written");
+    if (out[0] != 10.0f || out[299] != 10.0f) return Internal("sum " + std::to_string(out[299]));
+    std::vector<float> b(300, float(rank * 7));
+    SYNCLINE_RETURN_IF_ERROR(w.Broadcast(id, b.data(), 3));
+    return b[0] == 21.0f && b[299] == 21.0f ? Status::Ok() : Internal("broadcast " + std::to_string(b[299]));
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+TEST(LocalReduce, AWorkerOfTheHostThatFinishedEarlyEndsTheJobNamingItAndTheTensor) {
+  InProcessJob::Options o = JobOf({2});
+  o.heartbeat_timeout_ms = 60000;  // only the detection can end the job in time
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("steps", DType::kFloat32, 500));
+    std::vector<float> x(500, 1.0f);
+    for (int step = 0; step < (rank == 1 ? 1 : 2); ++step) {
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), false));
+      SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(15000)));
+    }
+    return rank == 1 ? w.Shutdown() : Status::Ok();
+  });
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1].ToString();
+  EXPECT_EQ(statuses[0].code(), StatusCode::kAborted) << statuses[0].ToString();
+  EXPECT_NE(statuses[0].message().find("worker 1 finished without pushing round 1"), std::string::npos)
+      << statuses[0].message();
+  EXPECT_NE(statuses[0].message().find("[tensor 'steps'"), std::string::npos) << statuses[0].message();
+  job.JoinAll();
+}
+
+}  // namespace
+}  // namespace syncline

@@ -1,0 +1,362 @@
+#include "worker/local_reduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log_limiter.h"
+#include "common/logging.h"
+#include "metrics/common_metrics.h"
+#include "summation/kernels.h"
+#include "transport/wire.h"
+#include "worker/operation.h"
+
+namespace syncline {
+namespace {
+// Chunks other workers of the host may send ahead of this worker's own
+// push_pull of them (a peer a few steps ahead). Beyond it the job ends: a
+// peer that far ahead is not making the same push_pull calls.
+constexpr size_t kMaxGathering = size_t{1} << 16;
+}  // namespace
+
+LocalReducer::LocalReducer(Endpoint* endpoint, const SchedulerClient* control, LocalGroup group,
+                           std::vector<int32_t> peer_ids, int request_timeout_ms, Push push, Abort abort,
+                           MetricsRegistry& metrics)
+    : endpoint_(endpoint),
+      control_(control),
+      group_(std::move(group)),
+      peer_ids_(std::move(peer_ids)),
+      request_timeout_ms_(request_timeout_ms),
+      push_(std::move(push)),
+      abort_(std::move(abort)),
+      rejected_(ErrorCounter(metrics, "local_reduce_rejected")),
+      local_bytes_(metrics.AddCounter("syncline_local_reduce_sent_bytes_total",
+                                      "Bytes this worker sent to the other workers of its host (local reduce)")),
+      finished_(group_.local_size, false),
+      at_barrier_(group_.local_size) {}
+
+LocalReducer::~LocalReducer() { thread_.Shutdown(); }
+
+int LocalReducer::LocalRankOf(int32_t node) const {
+  auto it = std::find(peer_ids_.begin(), peer_ids_.end(), node);
+  return it == peer_ids_.end() ? -1 : static_cast<int>(it - peer_ids_.begin());
+}
+
+Message LocalReducer::Header(proto::Op op, const ChunkTask& chunk) const {
+  Message m = MakeMessage(op, control_->my_id());
+  m.header.set_key(chunk.key);
+  m.header.set_round(chunk.round);
+  m.header.set_dtype(DTypeToWire(chunk.dtype));
+  m.header.set_priority(chunk.priority);
+  return m;
+}
+
+void LocalReducer::Post(ChunkTask&& chunk) {
+  const RoundKey id{chunk.key, chunk.round};
+  const int owner = OwnerOf(chunk.key);
+  std::optional<Status> failed;
+  std::string owner_absent;
+  {
+    MutexLock lock(mu_);
+    failed = failed_;
+    if (!failed && owner != group_.local_rank) {
+      owner_absent = AbsenceLocked(owner);
+      if (owner_absent.empty()) awaiting_[id] = Awaiting{chunk.op, chunk.index, owner};
+    }
+  }
+  if (failed) return chunk.op->Fail(*failed);
+  if (!owner_absent.empty()) {
+    ReportAbsentPeer(owner, owner_absent, id.second, chunk.op->tensor_name());
+    return chunk.op->Fail(Aborted("worker " + std::to_string(group_.ranks[owner]) + " " + owner_absent));  // if not yet
+  }
+  if (owner == group_.local_rank) {
+    Status queued = thread_.Submit(0, [this, id, chunk = std::move(chunk)]() mutable {
+      Gather(id, group_.local_rank, std::nullopt, std::move(chunk));
+    });
+    if (!queued.ok()) chunk.op->Fail(queued.WithContext("local reduce"));
+    return;
+  }
+  // Another worker pushes this chunk for the host: it gets this worker's copy.
+  std::optional<Buffer> view = chunk.op->RawView(chunk.index);
+  Status st = view ? control_->health() : Aborted("the push_pull already failed");
+  if (st.ok()) {
+    Message m = Header(proto::LOCAL_PUSH, chunk);
+    m.header.set_byte_length(view->size());
+    m.payloads.push_back(std::move(*view));
+    st = endpoint_->Send(peer_ids_[owner], std::move(m), Deadline::AfterMs(request_timeout_ms_));
+  }
+  if (st.ok()) {
+    local_bytes_.Add(double(chunk.length));
+    return;
+  }
+  {
+    MutexLock lock(mu_);
+    awaiting_.erase(id);
+  }
+  chunk.op->Fail(st.WithContext("passing tensor '" + chunk.op->tensor_name() + "' to " +
+                                control_->Describe(peer_ids_[owner]) + " (local reduce)"));
+}
+
+bool LocalReducer::Handle(Message& m) {
+  const proto::Op op = m.header.op();
+  if (op != proto::LOCAL_PUSH && op != proto::LOCAL_SUM && op != proto::LOCAL_FINISHED &&
+      op != proto::LOCAL_AT_BARRIER)
+    return false;
+  const int from = LocalRankOf(m.header.sender());
+  if (from < 0 || from == group_.local_rank) {
+    rejected_.Add();
+    SYNCLINE_LOG_WARN_LIMITED("ignoring {} from node {}: not another worker of this host", proto::Op_Name(op),
+                              m.header.sender());
+    return true;
+  }
+  if (op == proto::LOCAL_SUM) {
+    OnSum(m, from);
+    return true;
+  }
+  Status queued;
+  if (op == proto::LOCAL_FINISHED || op == proto::LOCAL_AT_BARRIER) {
+    // After that peer's earlier LOCAL_PUSHes, which queue on the same thread.
+    std::optional<uint64_t> barrier;
+    if (op == proto::LOCAL_AT_BARRIER) barrier = m.header.round();
+    queued = thread_.Submit(0, [this, from, barrier] { OnPeerAbsent(from, barrier); });
+  } else if (m.payloads.size() != 1 || m.payloads.front().empty() || OwnerOf(m.header.key()) != group_.local_rank) {
+    rejected_.Add();
+    SYNCLINE_LOG_WARN_LIMITED("ignoring LOCAL_PUSH of key {} from node {}: {}", m.header.key(), m.header.sender(),
+                              m.payloads.size() != 1 || m.payloads.front().empty() ? "not one non-empty payload"
+                                                                                    : "this worker does not push that key");
+    return true;
+  } else {
+    const RoundKey id{m.header.key(), m.header.round()};
+    queued = thread_.Submit(0, [this, id, from, part = std::move(m.payloads.front())]() mutable {
+      Gather(id, from, std::move(part), std::nullopt);
+    });
+  }
+  if (!queued.ok()) SYNCLINE_LOG_WARN_LIMITED("dropping {} from node {}: {}", proto::Op_Name(op), m.header.sender(), queued.message());
+  return true;
+}
+
+void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> part, std::optional<ChunkTask> posted) {
+  std::optional<Status> failed;
+  int missing = -1;
+  std::string absence, tensor;
+  std::optional<Gathering> complete;
+  bool duplicate = false, too_many = false;
+  {
+    MutexLock lock(mu_);
+    failed = failed_;
+    if (!failed && finished_self_) return;  // the part drops here: see AnnounceFinished
+    if (!failed) {
+      too_many = gathering_.size() >= kMaxGathering && !gathering_.count(id);
+      Gathering& g = gathering_[id];
+      if (g.by_local_rank.empty()) g.by_local_rank.resize(group_.local_size);
+      if (posted) {
+        g.mine = std::move(posted);
+      } else if (g.by_local_rank[from]) {
+        duplicate = true;
+      } else {
+        g.by_local_rank[from] = std::move(part);
+        ++g.arrived;
+      }
+      if (g.mine) {
+        tensor = g.mine->op->tensor_name();
+        for (int p = 0; p < group_.local_size && missing < 0; ++p)
+          if (p != group_.local_rank && !g.by_local_rank[p] && !(absence = AbsenceLocked(p)).empty()) missing = p;
+        if (g.arrived == group_.local_size - 1) {
+          complete = std::move(g);
+          gathering_.erase(id);
+        }
+      }
+    }
+  }
+  if (failed) {
+    if (posted) posted->op->Fail(*failed);
+    return;
+  }
+  if (duplicate) {
+    rejected_.Add();
+    SYNCLINE_LOG_WARN_LIMITED("ignoring a second LOCAL_PUSH of key {} round {} from {}", id.first, id.second,
+                              control_->Describe(peer_ids_[from]));
+  }
+  if (too_many)
+    return End("worker " + std::to_string(group_.ranks[from]) + " sent more than " + std::to_string(kMaxGathering) +
+                   " chunks ahead of worker " + std::to_string(group_.ranks[group_.local_rank]) +
+                   " on their host (local reduce): every worker must make the same push_pull calls",
+               from);
+  if (missing >= 0) return ReportAbsentPeer(missing, absence, id.second, tensor);
+  if (complete) SumAndPush(std::move(*complete));
+}
+
+void LocalReducer::SumAndPush(Gathering g) {
+  ChunkTask chunk = std::move(*g.mine);
+  for (int p = 0; p < group_.local_size; ++p) {
+    if (p == group_.local_rank || g.by_local_rank[p]->size() == chunk.length) continue;
+    const std::string why = "worker " + std::to_string(group_.ranks[p]) + " passed " +
+                            std::to_string(g.by_local_rank[p]->size()) + " bytes of chunk " +
+                            std::to_string(chunk.index) + " of tensor '" + chunk.op->tensor_name() + "', which has " +
+                            std::to_string(chunk.length) + ": the workers of a host declared it differently";
+    chunk.op->Fail(InvalidArgument(why));
+    return End(why, p);
+  }
+  const size_t elements = chunk.length / DTypeSize(chunk.dtype);
+  const bool summed = chunk.op->SumLocally(chunk.index, [&](uint8_t* target) {
+    for (int p = 0; p < group_.local_size; ++p) {
+      if (p == group_.local_rank) continue;
+      const Buffer& part = *g.by_local_rank[p];
+      if (reinterpret_cast<uintptr_t>(part.data()) % DTypeSize(chunk.dtype) == 0) {
+        kernels::SumInto(chunk.dtype, target, part.data(), elements);
+      } else {
+        // The kernels read whole elements at their alignment.
+        Buffer aligned = Buffer::Zeros(part.size());
+        std::memcpy(aligned.mutable_data(), part.data(), part.size());
+        kernels::SumInto(chunk.dtype, target, aligned.data(), elements);
+      }
+    }
+  });
+  g.by_local_rank.clear();  // the peers' copies: their memory is theirs again
+  if (!summed) return;
+  const ChunkTask header = chunk;  // what the sum's messages say
+  chunk.on_sum = [this, header](const Buffer& sum) {
+    // Called on the endpoint's receiving thread: the sends go from ours.
+    Status queued = thread_.Submit(0, [this, header, sum] { SendSum(header, sum); });
+    if (!queued.ok()) SYNCLINE_LOG_WARN_LIMITED("not passing on the sum of key {}: {}", header.key, queued.message());
+  };
+  push_(std::move(chunk));
+}
+
+void LocalReducer::SendSum(const ChunkTask& chunk, const Buffer& sum) {
+  for (int p = 0; p < group_.local_size; ++p) {
+    if (p == group_.local_rank) continue;
+    Message m = Header(proto::LOCAL_SUM, chunk);
+    m.header.set_byte_length(sum.size());
+    m.payloads.push_back(sum);
+    Status st = endpoint_->Send(peer_ids_[p], std::move(m), Deadline::AfterMs(request_timeout_ms_));
+    if (st.ok()) {
+      local_bytes_.Add(double(sum.size()));
+    } else if (control_->health().ok()) {
+      End("passing the sum of tensor '" + chunk.op->tensor_name() + "' to " + control_->Describe(peer_ids_[p]) +
+              " (local reduce): " + st.message(),
+          p);
+    }
+  }
+}
+
+void LocalReducer::OnSum(Message& m, int from) {
+  const RoundKey id{m.header.key(), m.header.round()};
+  Awaiting waiting;
+  {
+    MutexLock lock(mu_);
+    auto it = awaiting_.find(id);
+    if (it != awaiting_.end() && it->second.owner == from) {
+      waiting = std::move(it->second);
+      awaiting_.erase(it);
+    }
+  }
+  if (!waiting.op || m.payloads.size() != 1) {
+    rejected_.Add();
+    SYNCLINE_LOG_WARN_LIMITED("ignoring LOCAL_SUM of key {} round {} from node {}: no chunk waits for it from there",
+                              id.first, id.second, m.header.sender());
+    return;
+  }
+  waiting.op->OnReply(waiting.index, std::move(m.payloads.front()));
+}
+
+std::string LocalReducer::AbsenceLocked(int peer) const {
+  if (finished_[peer]) return "finished";
+  // At a barrier this worker passed already: released, on its way back.
+  if (at_barrier_[peer] && *at_barrier_[peer] >= barriers_passed_) return "waits at a barrier";
+  return "";
+}
+
+void LocalReducer::OnPeerAbsent(int local_rank, std::optional<uint64_t> barrier) {
+  std::optional<std::pair<uint64_t, std::string>> orphaned;  // round, tensor
+  std::string why;
+  {
+    MutexLock lock(mu_);
+    if (barrier)
+      at_barrier_[local_rank] = barrier;
+    else
+      finished_[local_rank] = true;
+    why = AbsenceLocked(local_rank);
+    if (why.empty()) return;
+    for (const auto& [id, g] : gathering_)
+      if (g.mine && !g.by_local_rank[local_rank] && !orphaned) orphaned.emplace(id.second, g.mine->op->tensor_name());
+    for (const auto& [id, a] : awaiting_)
+      if (a.owner == local_rank && !orphaned) orphaned.emplace(id.second, a.op->tensor_name());
+  }
+  if (orphaned) ReportAbsentPeer(local_rank, why, orphaned->first, orphaned->second);
+}
+
+void LocalReducer::ReportAbsentPeer(int peer, const std::string& why, uint64_t round, const std::string& tensor) {
+  // The servers' wording (server/server.cc), for the same mistake.
+  const std::string rule = why == "finished" ? "every worker must make the same push_pull calls (the same tensors, "
+                                               "as many times)"
+                                             : "every worker must make the same push_pull calls before a barrier";
+  End("worker " + std::to_string(group_.ranks[peer]) + " " + why + " without pushing round " + std::to_string(round) +
+          " of a tensor the other workers of its host push_pull (local reduce): " + rule + " [tensor '" + tensor +
+          "']",
+      peer);
+}
+
+void LocalReducer::End(const std::string& why, int peer) {
+  abort_(why, peer_ids_[peer]);
+  FailAll(Aborted(why));
+}
+
+void LocalReducer::AnnounceFinished() {
+  Announce(proto::LOCAL_FINISHED, 0);
+  // This worker posts nothing more: parts of later rounds sent here wait for
+  // nothing, and hold their senders' memory (an in-process transport's views).
+  std::map<RoundKey, Gathering> dropped;
+  {
+    MutexLock lock(mu_);
+    finished_self_ = true;
+    dropped.swap(gathering_);
+  }
+}
+
+void LocalReducer::AnnounceBarrier() {
+  uint64_t barrier;
+  {
+    MutexLock lock(mu_);
+    barrier = barriers_passed_;
+  }
+  Announce(proto::LOCAL_AT_BARRIER, barrier);
+}
+
+void LocalReducer::PassedBarrier() {
+  MutexLock lock(mu_);
+  ++barriers_passed_;
+}
+
+void LocalReducer::Announce(proto::Op op, uint64_t round) {
+  // From the reducer's thread, after the sums it still has to pass on: this
+  // worker's push_pulls are done, but another's may wait for those, and must
+  // have them before it hears this worker is absent.
+  auto send = [this, op, round] {
+    for (int p = 0; p < group_.local_size; ++p) {
+      if (p == group_.local_rank) continue;
+      Message m = MakeMessage(op, control_->my_id());
+      m.header.set_round(round);
+      Status st = endpoint_->Send(peer_ids_[p], std::move(m), Deadline::AfterMs(request_timeout_ms_));
+      if (!st.ok()) SYNCLINE_LOG_WARN("sending {} to {}: {}", proto::Op_Name(op), control_->Describe(peer_ids_[p]), st.message());
+    }
+  };
+  Status st = thread_.Submit(0, send);
+  if (st.ok()) st = thread_.Drain(Deadline::AfterMs(request_timeout_ms_));
+  if (!st.ok()) SYNCLINE_LOG_WARN("sending {}: {}", proto::Op_Name(op), st.message());
+}
+
+void LocalReducer::FailAll(const Status& status) {
+  std::map<RoundKey, Gathering> gathering;
+  std::map<RoundKey, Awaiting> awaiting;
+  {
+    MutexLock lock(mu_);
+    if (!failed_) failed_ = status;
+    gathering.swap(gathering_);
+    awaiting.swap(awaiting_);
+  }
+  for (auto& [id, g] : gathering)
+    if (g.mine) g.mine->op->Fail(status);
+  for (auto& [id, a] : awaiting) a.op->Fail(status);
+}
+
+}  // namespace syncline

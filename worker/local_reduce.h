@@ -1,0 +1,138 @@
+// LocalReducer: the workers of one host (control/local_group.h) sum each
+// chunk among themselves before it leaves the host, so that the host's link
+// carries one copy of every gradient each way, not one per worker.
+//
+// Each key belongs to one of the host's workers, its pusher (OwnerOf, the
+// same on every worker). The others send their
+// copy of the chunk to the pusher (LOCAL_PUSH, through shared memory where
+// the node has it); the pusher adds them to its own in local-rank order
+// (bit-reproducible), hands the chunk to the credit scheduler as any other,
+// and passes the server's sum on to the others (LOCAL_SUM) as it arrives,
+// compressed or not: each writes it back as if it had pulled it. The servers
+// count one push per host (server/key_store.h, contributors) and divide
+// averages by the number of workers.
+//
+// Work arriving from the network runs on a thread of its own, never on the
+// endpoint's receiving thread (which must not wait on a send). Every wait on
+// a peer ends with the job: a peer that dies is caught by the scheduler's
+// heartbeats (the abort fails what waits here); one that finished (it says so
+// with LOCAL_FINISHED at Shutdown) or waits at a barrier this worker has not
+// reached (LOCAL_AT_BARRIER, after its own push_pulls) while a chunk still
+// needs it ends the job at once, naming it and the tensor, as servers do for
+// the workers they wait for.
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+#include "control/client.h"
+#include "control/local_group.h"
+#include "metrics/registry.h"
+#include "summation/lanes.h"
+#include "transport/transport.h"
+#include "worker/chunk.h"
+
+namespace syncline {
+
+class LocalReducer {
+ public:
+  // Hands a chunk this worker pushes for its host, summed, to the network
+  // (the chunk scheduler).
+  using Push = std::function<void(ChunkTask&&)>;
+  // Ends the job: `why` (naming the tensor), blaming worker node `culprit`.
+  using Abort = std::function<void(const std::string& why, int32_t culprit)>;
+
+  // `peer_ids`: the node ids of the group's workers, by local rank (this
+  // worker's own among them).
+  LocalReducer(Endpoint* endpoint, const SchedulerClient* control, LocalGroup group, std::vector<int32_t> peer_ids,
+               int request_timeout_ms, Push push, Abort abort, MetricsRegistry& metrics);
+  ~LocalReducer();
+
+  // The local rank of the worker that pushes `key` for the host. A key is
+  // its tensor's id (high 32 bits) and chunk number: their sum spreads the
+  // chunks of one tensor, and the first chunks of successive tensors, over
+  // the host's workers.
+  int OwnerOf(uint64_t key) const {
+    return static_cast<int>(((key >> 32) + (key & 0xffffffffu)) % static_cast<uint64_t>(group_.local_size));
+  }
+  // Takes one chunk of this worker's push_pull: sends it to its pusher, or
+  // (this worker's key) waits for the others' copies, then pushes the sum.
+  void Post(ChunkTask&& chunk);
+  // Takes LOCAL_PUSH, LOCAL_SUM, LOCAL_FINISHED and LOCAL_AT_BARRIER; false
+  // for other messages.
+  bool Handle(Message& m);
+  // Fails every chunk waiting here, and every later one, with `status`.
+  void FailAll(const Status& status);
+  // Tells the group's other workers this one pushes nothing more (Shutdown),
+  // or nothing until it passed its next barrier (its push_pulls are done).
+  void AnnounceFinished();
+  void AnnounceBarrier();
+  // This worker passed a barrier.
+  void PassedBarrier();
+
+ private:
+  using RoundKey = std::pair<uint64_t, uint64_t>;  // key, round
+  // A chunk this worker pushes for the host: its own part and the others'.
+  struct Gathering {
+    std::optional<ChunkTask> mine;         // once this worker posted it
+    std::vector<std::optional<Buffer>> by_local_rank;
+    int arrived = 0;
+  };
+  // A chunk whose sum comes from another worker of the host.
+  struct Awaiting {
+    std::shared_ptr<Operation> op;
+    size_t index = 0;
+    int owner = 0;  // local rank
+  };
+
+  // On the reducer's thread: the chunk's part from local rank `from`
+  // (nullopt: this worker's own, in `posted`).
+  void Gather(const RoundKey& id, int from, std::optional<Buffer> part, std::optional<ChunkTask> posted);
+  // Sums a complete gathering into the chunk and pushes it (reducer's thread).
+  void SumAndPush(Gathering g);
+  void SendSum(const ChunkTask& chunk, const Buffer& sum);
+  void OnSum(Message& m, int from);
+  // A peer finished, or waits at barrier `barrier` (counted from 0).
+  void OnPeerAbsent(int local_rank, std::optional<uint64_t> barrier);
+  // Why local rank `peer` will not send its part before this worker's next
+  // barrier ("finished", "waits at a barrier"); "" if it may.
+  std::string AbsenceLocked(int peer) const REQUIRES(mu_);
+  // Ends the job, and fails what waits here: local rank `peer` is absent as
+  // `why` says, but round `round` of `tensor` still needs it.
+  void ReportAbsentPeer(int peer, const std::string& why, uint64_t round, const std::string& tensor);
+  void Announce(proto::Op op, uint64_t round);
+  // Ends the job with `why` (blaming local rank `peer`) and fails what waits here.
+  void End(const std::string& why, int peer);
+  int LocalRankOf(int32_t node) const;
+  Message Header(proto::Op op, const ChunkTask& chunk) const;
+
+  Endpoint* const endpoint_;
+  const SchedulerClient* const control_;
+  const LocalGroup group_;
+  const std::vector<int32_t> peer_ids_;
+  const int request_timeout_ms_;
+  const Push push_;
+  const Abort abort_;
+  Counter& rejected_;
+  Counter& local_bytes_;
+
+  Mutex mu_;
+  std::optional<Status> failed_ GUARDED_BY(mu_);
+  std::map<RoundKey, Gathering> gathering_ GUARDED_BY(mu_);
+  std::map<RoundKey, Awaiting> awaiting_ GUARDED_BY(mu_);
+  std::vector<bool> finished_ GUARDED_BY(mu_);  // by local rank
+  std::vector<std::optional<uint64_t>> at_barrier_ GUARDED_BY(mu_);  // by local rank: the last barrier it reached
+  uint64_t barriers_passed_ GUARDED_BY(mu_) = 0;
+  bool finished_self_ GUARDED_BY(mu_) = false;  // AnnounceFinished: peers' parts are dropped
+  SerialLanes thread_{1};  // last: stops before the rest goes
+};
+
+}  // namespace syncline
