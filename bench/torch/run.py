@@ -20,6 +20,11 @@ long, e.g. bounded staleness against bsp with a sleep standing for the accelerat
 
   sudo bench/torch/run.py cluster --models mlp5m --configs compute,server --compute-ms 200 \
       --straggler rotating --variant "ssp:SYNCLINE_SYNC_MODE=ssp"
+Loopback, the workers split into emulated hosts (pslaunch --emulated-hosts; local reduce among each
+host's workers), against flat pushes:
+
+  bench/torch/run.py loopback --workers 4 --models mlp5m,mlp25m --configs compute,ddp,syncline \
+      --variant "flat:SYNCLINE_LOCAL_REDUCE=0" --variant "2 hosts:EMULATED_HOSTS=2"
 Compression, against DDP's own hooks (bf16 casts, PowerSGD of rank 4), e.g.:
 
   sudo bench/torch/run.py cluster --models mlp25m,resnet18 --configs compute,ddp,server --ddp-hooks bf16,powersgd \
@@ -159,9 +164,12 @@ class Loopback:
             envs = [clean_env(a.fw.baseline_env(r, n, ["127.0.0.1"] * n, port)) for r in range(n)]
             out = self._run_all([step_args(a, model, a.fw.baseline_mode, config)] * n, envs, config)
         else:
-            argv = [PSLAUNCH, "--workers", str(n), "--servers", str(a.servers), "--timeout", str(a.job_timeout), "--",
-                    *step_args(a, model, "syncline")]
-            out = self._run_all([argv], [clean_env(variant_env(config, a))], config)
+            env = variant_env(config, a)
+            # Not a setting of Syncline's processes: pslaunch's split of the workers into hosts.
+            hosts = env.pop("EMULATED_HOSTS", "1")
+            argv = [PSLAUNCH, "--workers", str(n), "--servers", str(a.servers), "--timeout", str(a.job_timeout),
+                    "--emulated-hosts", hosts, "--", *step_args(a, model, "syncline")]
+            out = self._run_all([argv], [clean_env(env)], config)
         return results(out, n, config)
 
 

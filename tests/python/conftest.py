@@ -23,14 +23,15 @@ def clean_env(**extra):
     return env
 
 
-def run_job(workers, command, servers=1, env=None, timeout=240):
-    """Runs `command` (a list; python scripts get this interpreter) as the workers of a local job.
+def run_job(workers, command, servers=1, env=None, timeout=240, emulated_hosts=1):
+    """Runs `command` (a list; python scripts get this interpreter) as the workers of a local job
+    (split into `emulated_hosts` hosts: pslaunch --emulated-hosts).
 
     Returns (exit code, combined output)."""
     if command[0].endswith(".py"):
         command = [sys.executable, *command]
-    args = [PSLAUNCH, "--workers", str(workers), "--servers", str(servers), "--timeout", str(timeout - 30), "--",
-            *command]
+    args = [PSLAUNCH, "--workers", str(workers), "--servers", str(servers), "--timeout", str(timeout - 30),
+            "--emulated-hosts", str(emulated_hosts), "--", *command]
     proc = subprocess.run(args, env=clean_env(**(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout)
     return proc.returncode, proc.stdout

@@ -115,6 +115,28 @@ def test_cross_iteration_overlap_trains_to_the_same_parameters(tmp_path):
         assert torch.equal(params[0][name], params[1][name]), f"{name} differs with cross-iteration overlap"
 
 
+def test_two_workers_a_host_train_as_flat_training_does(tmp_path):
+    """Four workers on two emulated hosts: each host sums its two workers' gradients before they leave
+    it (local reduce, the default), and trains the digits model to the parameters of flat training
+    (every worker pushing its own), up to the grouping of the additions; every worker ends equal."""
+    params = {}
+    for local_reduce in (1, 0):
+        save = str(tmp_path / f"local{local_reduce}-{{rank}}.pt")
+        code, out = run_job(4, [EXAMPLE, "--epochs", "4", "--save", save], emulated_hosts=2, timeout=400,
+                            env={"SYNCLINE_DETERMINISTIC": 1, "SYNCLINE_LOCAL_REDUCE": local_reduce})
+        assert code == 0, out
+        assert ("local rank 1 of 2 on worker host 1 of 2 (local reduce)" in out) == bool(local_reduce), out
+        losses = epoch_losses(worker_lines(out, 0))
+        assert losses[-1] < 0.5 * losses[0], losses
+        runs = [torch.load(save.format(rank=r)) for r in range(4)]
+        for other in runs[1:]:
+            for name in runs[0]:
+                assert torch.equal(runs[0][name], other[name]), f"{name} differs between the workers"
+        params[local_reduce] = runs[0]
+    for name in params[0]:
+        assert torch.allclose(params[1][name], params[0][name], rtol=1e-3, atol=1e-5), name
+
+
 def test_fp16_compression_trains():
     code, out = run_job(2, [EXAMPLE, "--fp16", "--epochs", "8"])
     assert code == 0, out
