@@ -149,7 +149,8 @@ struct Settings {
   // SYNCLINE_LOCAL_REDUCE. The workers of one host (worker/local_reduce.h)
   // sum their chunks among themselves first and push one copy per host: each
   // key is pushed and pulled by one of them, which passes the sum on. 0: flat,
-  // every worker pushes and pulls every chunk (for comparison).
+  // every worker pushes and pulls every chunk (for comparison). bsp and osp
+  // only (LocalReduceApplies).
   bool local_reduce = true;
   // SYNCLINE_HEARTBEAT_INTERVAL_MS | PS_HEARTBEAT_INTERVAL (seconds). How often
   // nodes report to the scheduler.
@@ -255,6 +256,11 @@ struct Settings {
   // A server's reply window per worker in bytes; 0 = no window, replies
   // leave as rounds complete (server_schedule off).
   uint64_t ServerReplyWindowBytes() const { return server_schedule ? server_reply_window_bytes : 0; }
+  // Whether the workers of a host sum locally (worker/local_reduce.h): with
+  // local_reduce, in the modes that sum whole rounds (bsp, osp). In ssp and
+  // async a worker's pushes must not wait for its host's others (that would
+  // tie them in step); each pushes its own there.
+  bool LocalReduceApplies() const { return local_reduce && !async && sync_mode != "ssp" && sync_mode != "async"; }
   // The largest chunk a node of this job sends or takes: partition_bytes, or
   // the online tuner's largest partition if that is larger. Servers and
   // workers refuse larger frames at the socket (transport/factory.h), and the

@@ -136,7 +136,7 @@ Status Server::LearnContributors() {
   for (const auto& w : workers) {
     if (w.rank() < 0 || w.rank() >= settings_.num_workers) return Internal("worker rank " + std::to_string(w.rank()) + " out of range");
     int contributor = w.rank();
-    if (settings_.local_reduce) {
+    if (settings_.LocalReduceApplies()) {
       SYNCLINE_ASSIGN_OR_RETURN(LocalGroup group, LocalGroupOf(workers, w.rank()));
       contributor = group.host;
     }
@@ -147,10 +147,24 @@ Status Server::LearnContributors() {
   for (auto& ranks : ranks_of) std::sort(ranks.begin(), ranks.end());
   for (const auto& w : workers) contributor_of_node_[w.id()] = of_rank[w.rank()];
   store_.SetContributors(static_cast<int>(ranks_of.size()));
-  MutexLock lock(groups_mu_);
-  contributor_of_rank_ = std::move(of_rank);
-  ranks_of_contributor_ = std::move(ranks_of);
+  std::vector<std::function<void()>> early;
+  {
+    MutexLock lock(groups_mu_);
+    contributor_of_rank_ = std::move(of_rank);
+    ranks_of_contributor_ = std::move(ranks_of);
+    contributors_known_ = true;
+    early.swap(early_absences_);
+  }
+  for (auto& mark : early) mark();
   return Status::Ok();
+}
+
+void Server::WhenContributorsKnown(std::function<void()> mark) {
+  {
+    MutexLock lock(groups_mu_);
+    if (!contributors_known_) return early_absences_.push_back(std::move(mark));
+  }
+  mark();
 }
 
 int Server::ContributorOf(int rank) const {
@@ -162,7 +176,7 @@ int Server::ContributorOf(int rank) const {
 std::string Server::NameContributor(int contributor) const {
   MutexLock lock(groups_mu_);
   if (contributor < 0 || contributor >= static_cast<int>(ranks_of_contributor_.size()) ||
-      !settings_.local_reduce)
+      !settings_.LocalReduceApplies())
     return "worker " + std::to_string(contributor);
   const std::vector<int>& ranks = ranks_of_contributor_[contributor];
   if (ranks.size() == 1) return "worker " + std::to_string(ranks.front());
@@ -172,14 +186,18 @@ std::string Server::NameContributor(int contributor) const {
 }
 
 void Server::OnWorkerFinished(int rank) {
-  store_.MarkFinished(ContributorOf(rank));
-  CheckEveryKeyForOrphans();
+  WhenContributorsKnown([this, rank] {
+    store_.MarkFinished(ContributorOf(rank));
+    CheckEveryKeyForOrphans();
+  });
 }
 
 void Server::OnWorkerAtBarrier(const proto::WorkerAtBarrier& note) {
-  if (!note.waiting()) return store_.ClearBarrier(note.sequence());
-  store_.MarkAtBarrier(ContributorOf(note.rank()), note.sequence());
-  CheckEveryKeyForOrphans();
+  WhenContributorsKnown([this, note] {
+    if (!note.waiting()) return store_.ClearBarrier(note.sequence());
+    store_.MarkAtBarrier(ContributorOf(note.rank()), note.sequence());
+    CheckEveryKeyForOrphans();
+  });
 }
 
 void Server::CheckEveryKeyForOrphans() {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
+#include <functional>
 #include <thread>
 #include <mutex>
 #include <unordered_map>
@@ -111,6 +112,11 @@ class Server {
   mutable Mutex groups_mu_;
   std::vector<int> contributor_of_rank_ GUARDED_BY(groups_mu_);
   std::vector<std::vector<int>> ranks_of_contributor_ GUARDED_BY(groups_mu_);
+  bool contributors_known_ GUARDED_BY(groups_mu_) = false;
+  // Absences the scheduler reported before that (replayed once it is known).
+  std::vector<std::function<void()>> early_absences_ GUARDED_BY(groups_mu_);
+  // Runs `mark` now, or once the contributors are known.
+  void WhenContributorsKnown(std::function<void()> mark);
   // Sets the three above from the address book.
   Status LearnContributors();
   int ContributorOf(int rank) const;

@@ -32,7 +32,7 @@ void KvClient::Send(ChunkTask&& chunk) {
   {
     MutexLock lock(mu_);
     in_flight_[request] = InFlight{chunk.op, chunk.index, chunk.server, chunk.WireBytes(), true, chunk.posted_us,
-                                   timeline_ ? Timeline::NowUs() : 0, 0, std::move(chunk.on_sum)};
+                                   timeline_ ? Timeline::NowUs() : 0, 0, chunk.on_sum, chunk.on_fail};
   }
   Message m = MakeMessage(proto::PUSH, control_->my_id());
   m.header.set_key(chunk.key);
@@ -69,8 +69,10 @@ void KvClient::Send(ChunkTask&& chunk) {
     }
   }
   if (credit > 0) release_(credit);
-  chunk.op->Fail(st.WithContext("pushing tensor '" + chunk.op->tensor_name() + "' to " +
-                                control_->Describe(chunk.server)));
+  const Status failed = st.WithContext("pushing tensor '" + chunk.op->tensor_name() + "' to " +
+                                       control_->Describe(chunk.server));
+  if (chunk.on_fail) chunk.on_fail(failed);
+  chunk.op->Fail(failed);
 }
 
 bool KvClient::Handle(Message& m) {
@@ -101,11 +103,14 @@ bool KvClient::Handle(Message& m) {
   }
   if (credit > 0) release_(credit);
   if (op == proto::PUSH_ACK) return true;
-  if (op == proto::ERROR) {
-    entry.op->Fail(Internal(control_->Describe(entry.server) + " rejected chunk " + std::to_string(entry.chunk) +
-                            " of tensor '" + entry.op->tensor_name() + "': " + m.header.error().message()));
-  } else if (m.payloads.size() != 1) {
-    entry.op->Fail(Internal("malformed reply for tensor '" + entry.op->tensor_name() + "'"));
+  if (op == proto::ERROR || m.payloads.size() != 1) {
+    const Status failed = op == proto::ERROR
+                              ? Internal(control_->Describe(entry.server) + " rejected chunk " +
+                                         std::to_string(entry.chunk) + " of tensor '" + entry.op->tensor_name() +
+                                         "': " + m.header.error().message())
+                              : Internal("malformed reply for tensor '" + entry.op->tensor_name() + "'");
+    if (entry.on_fail) entry.on_fail(failed);
+    entry.op->Fail(failed);
   } else {
     traffic_.pulled_chunks.Add();
     traffic_.pulled_bytes.Add(double(m.payloads.front().size()));

@@ -59,6 +59,7 @@ class KvClient {
     bool holds_credit = true;
     int64_t posted_us = 0, sent_us = 0, acked_us = 0;  // while tracing
     std::function<void(const Buffer&)> on_sum;         // ChunkTask's
+    std::function<void(const Status&)> on_fail;        // ChunkTask's
   };
   void Trace(const InFlight& chunk, int64_t replied_us) const;
   // Gives the entry's credit back once.

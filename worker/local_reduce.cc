@@ -15,7 +15,7 @@ namespace {
 // Chunks other workers of the host may send ahead of this worker's own
 // push_pull of them (a peer a few steps ahead). Beyond it the job ends: a
 // peer that far ahead is not making the same push_pull calls.
-constexpr size_t kMaxGathering = size_t{1} << 16;
+constexpr size_t kMaxEarly = size_t{1} << 16;
 }  // namespace
 
 LocalReducer::LocalReducer(Endpoint* endpoint, const SchedulerClient* control, LocalGroup group,
@@ -69,10 +69,11 @@ void LocalReducer::Post(ChunkTask&& chunk) {
     return chunk.op->Fail(Aborted("worker " + std::to_string(group_.ranks[owner]) + " " + owner_absent));  // if not yet
   }
   if (owner == group_.local_rank) {
+    std::shared_ptr<Operation> op = chunk.op;
     Status queued = thread_.Submit(0, [this, id, chunk = std::move(chunk)]() mutable {
       Gather(id, group_.local_rank, std::nullopt, std::move(chunk));
     });
-    if (!queued.ok()) chunk.op->Fail(queued.WithContext("local reduce"));
+    if (!queued.ok()) op->Fail(queued.WithContext("local reduce"));
     return;
   }
   // Another worker pushes this chunk for the host: it gets this worker's copy.
@@ -144,10 +145,13 @@ void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> pa
     MutexLock lock(mu_);
     failed = failed_;
     if (!failed && finished_self_) return;  // the part drops here: see AnnounceFinished
-    if (!failed) {
-      too_many = gathering_.size() >= kMaxGathering && !gathering_.count(id);
+    const bool fresh = !gathering_.count(id);
+    too_many = !failed && fresh && !posted && early_ >= kMaxEarly;
+    if (!failed && !too_many) {
       Gathering& g = gathering_[id];
-      if (g.by_local_rank.empty()) g.by_local_rank.resize(group_.local_size);
+      if (fresh) g.by_local_rank.resize(group_.local_size);
+      if (fresh && !posted) ++early_;
+      if (!fresh && posted && !g.mine) --early_;
       if (posted) {
         g.mine = std::move(posted);
       } else if (g.by_local_rank[from]) {
@@ -177,7 +181,7 @@ void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> pa
                               control_->Describe(peer_ids_[from]));
   }
   if (too_many)
-    return End("worker " + std::to_string(group_.ranks[from]) + " sent more than " + std::to_string(kMaxGathering) +
+    return End("worker " + std::to_string(group_.ranks[from]) + " sent more than " + std::to_string(kMaxEarly) +
                    " chunks ahead of worker " + std::to_string(group_.ranks[group_.local_rank]) +
                    " on their host (local reduce): every worker must make the same push_pull calls",
                from);
@@ -212,27 +216,42 @@ void LocalReducer::SumAndPush(Gathering g) {
     }
   });
   g.by_local_rank.clear();  // the peers' copies: their memory is theirs again
-  if (!summed) return;
-  const ChunkTask header = chunk;  // what the sum's messages say
+  ChunkTask header = chunk;  // what the sum's messages say
+  header.op.reset();
+  if (!summed) {
+    // This worker's push_pull failed already; the others must not wait for the sum.
+    return SendSum(header, std::nullopt,
+                   Aborted("the push_pull of tensor '" + chunk.op->tensor_name() + "' failed on worker " +
+                           std::to_string(group_.ranks[group_.local_rank]) + ", which pushes it for this host"));
+  }
+  header.on_sum = nullptr;
+  // Both are called on the endpoint's receiving thread: the sends go from ours.
   chunk.on_sum = [this, header](const Buffer& sum) {
-    // Called on the endpoint's receiving thread: the sends go from ours.
-    Status queued = thread_.Submit(0, [this, header, sum] { SendSum(header, sum); });
+    Status queued = thread_.Submit(0, [this, header, sum] { SendSum(header, sum, Status::Ok()); });
     if (!queued.ok()) SYNCLINE_LOG_WARN_LIMITED("not passing on the sum of key {}: {}", header.key, queued.message());
+  };
+  chunk.on_fail = [this, header](const Status& error) {
+    Status queued = thread_.Submit(0, [this, header, error] { SendSum(header, std::nullopt, error); });
+    if (!queued.ok()) SYNCLINE_LOG_WARN_LIMITED("not passing on the failure of key {}: {}", header.key, queued.message());
   };
   push_(std::move(chunk));
 }
 
-void LocalReducer::SendSum(const ChunkTask& chunk, const Buffer& sum) {
+void LocalReducer::SendSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error) {
   for (int p = 0; p < group_.local_size; ++p) {
     if (p == group_.local_rank) continue;
     Message m = Header(proto::LOCAL_SUM, chunk);
-    m.header.set_byte_length(sum.size());
-    m.payloads.push_back(sum);
+    if (sum) {
+      m.header.set_byte_length(sum->size());
+      m.payloads.push_back(*sum);
+    } else {
+      m.header.mutable_error()->set_message(error.message());
+    }
     Status st = endpoint_->Send(peer_ids_[p], std::move(m), Deadline::AfterMs(request_timeout_ms_));
     if (st.ok()) {
-      local_bytes_.Add(double(sum.size()));
+      local_bytes_.Add(double(sum ? sum->size() : 0));
     } else if (control_->health().ok()) {
-      End("passing the sum of tensor '" + chunk.op->tensor_name() + "' to " + control_->Describe(peer_ids_[p]) +
+      End("passing the sum of key " + std::to_string(chunk.key) + " to " + control_->Describe(peer_ids_[p]) +
               " (local reduce): " + st.message(),
           p);
     }
@@ -241,8 +260,9 @@ void LocalReducer::SendSum(const ChunkTask& chunk, const Buffer& sum) {
 
 void LocalReducer::OnSum(Message& m, int from) {
   const RoundKey id{m.header.key(), m.header.round()};
+  const bool failed = m.header.has_error();
   Awaiting waiting;
-  {
+  if (failed || m.payloads.size() == 1) {
     MutexLock lock(mu_);
     auto it = awaiting_.find(id);
     if (it != awaiting_.end() && it->second.owner == from) {
@@ -250,11 +270,19 @@ void LocalReducer::OnSum(Message& m, int from) {
       awaiting_.erase(it);
     }
   }
-  if (!waiting.op || m.payloads.size() != 1) {
+  if (!waiting.op) {
     rejected_.Add();
-    SYNCLINE_LOG_WARN_LIMITED("ignoring LOCAL_SUM of key {} round {} from node {}: no chunk waits for it from there",
-                              id.first, id.second, m.header.sender());
+    SYNCLINE_LOG_WARN_LIMITED("ignoring LOCAL_SUM of key {} round {} from node {}: {}", id.first, id.second,
+                              m.header.sender(),
+                              failed || m.payloads.size() == 1 ? "no chunk waits for it from there"
+                                                               : "neither a sum nor an error");
     return;
+  }
+  if (failed) {
+    return waiting.op->Fail(Internal("tensor '" + waiting.op->tensor_name() + "', chunk " +
+                                     std::to_string(waiting.index) + ": " + m.header.error().message() +
+                                     " (passed on by " + control_->Describe(m.header.sender()) +
+                                     ", which pushes it for this host)"));
   }
   waiting.op->OnReply(waiting.index, std::move(m.payloads.front()));
 }
@@ -310,7 +338,13 @@ void LocalReducer::AnnounceFinished() {
     MutexLock lock(mu_);
     finished_self_ = true;
     dropped.swap(gathering_);
+    early_ = 0;
   }
+  // Chunks of this worker still gathering (a push_pull Shutdown gave up
+  // waiting for) end now.
+  for (auto& [id, g] : dropped)
+    if (g.mine) g.mine->op->Fail(Aborted("worker shut down while its push_pull of tensor '" +
+                                         g.mine->op->tensor_name() + "' waited for its host's other workers"));
 }
 
 void LocalReducer::AnnounceBarrier() {
@@ -352,6 +386,7 @@ void LocalReducer::FailAll(const Status& status) {
     MutexLock lock(mu_);
     if (!failed_) failed_ = status;
     gathering.swap(gathering_);
+    early_ = 0;
     awaiting.swap(awaiting_);
   }
   for (auto& [id, g] : gathering)

@@ -98,7 +98,9 @@ class LocalReducer {
   void Gather(const RoundKey& id, int from, std::optional<Buffer> part, std::optional<ChunkTask> posted);
   // Sums a complete gathering into the chunk and pushes it (reducer's thread).
   void SumAndPush(Gathering g);
-  void SendSum(const ChunkTask& chunk, const Buffer& sum);
+  // Passes chunk `chunk`'s sum on to the host's other workers, or (no sum)
+  // its failure, `error`, which they would wait for in vain.
+  void SendSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error);
   void OnSum(Message& m, int from);
   // A peer finished, or waits at barrier `barrier` (counted from 0).
   void OnPeerAbsent(int local_rank, std::optional<uint64_t> barrier);
@@ -127,6 +129,7 @@ class LocalReducer {
   Mutex mu_;
   std::optional<Status> failed_ GUARDED_BY(mu_);
   std::map<RoundKey, Gathering> gathering_ GUARDED_BY(mu_);
+  size_t early_ GUARDED_BY(mu_) = 0;  // gatherings without this worker's part yet (peers ahead)
   std::map<RoundKey, Awaiting> awaiting_ GUARDED_BY(mu_);
   std::vector<bool> finished_ GUARDED_BY(mu_);  // by local rank
   std::vector<std::optional<uint64_t>> at_barrier_ GUARDED_BY(mu_);  // by local rank: the last barrier it reached

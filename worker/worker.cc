@@ -124,7 +124,7 @@ Status Worker::Start(const std::string& listen_address) {
                                            settings_.local_size);
       !d.empty())
     SYNCLINE_LOG_WARN("{}", d);
-  if (settings_.local_reduce && local_group_.local_size > 1) SYNCLINE_RETURN_IF_ERROR(StartLocalReduce());
+  if (settings_.LocalReduceApplies() && local_group_.local_size > 1) SYNCLINE_RETURN_IF_ERROR(StartLocalReduce());
   if (settings_.trace) {
     timeline_ = std::make_unique<Timeline>(Timeline::Options{
         settings_.trace_dir + "/worker-" + std::to_string(rank()) + ".json", rank(), "worker " + std::to_string(rank()),

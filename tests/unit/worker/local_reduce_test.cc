@@ -2,7 +2,8 @@
 // are split into emulated hosts (SYNCLINE_HOST_LABEL): exact sums and
 // averages for every dtype with 2, 3 and 4 workers on a host and several hosts
 // at once, over chunk counts that do not divide among a host's workers; one
-// push per host per chunk, where flat jobs push one per worker; deterministic
+// push per host per chunk, where flat jobs (and async and ssp ones) push one
+// per worker; deterministic
 // sums bit-identical from run to run; a separate output; a broadcast; a
 // worker of a host that finishes early ending the job, named.
 #include <gtest/gtest.h>
@@ -141,6 +142,27 @@ TEST(LocalReduce, FlatJobsPushOneCopyPerWorker) {
   for (const Status& st : statuses) EXPECT_TRUE(st.ok()) << st.ToString();
   for (int r = 0; r < 3; ++r) EXPECT_EQ(Metric(job.worker(r), "syncline_pushed_chunks_total"), 10.0) << r;
   EXPECT_TRUE(job.Finish().ok());
+}
+
+TEST(LocalReduce, AsyncAndSspWorkersPushTheirOwnSoThatNoneWaitsForItsHost) {
+  for (const std::string mode : {"async", "ssp"}) {
+    SCOPED_TRACE(mode);
+    InProcessJob::Options o = JobOf({2});
+    o.async = mode == "async";
+    o.sync_mode = mode == "ssp" ? "ssp" : "bsp";
+    InProcessJob job(o);
+    ASSERT_TRUE(job.Start().ok());
+    auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+      Worker& w = job.worker(rank);
+      SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("x", DType::kFloat32, 640));  // 10 chunks
+      std::vector<float> x(640, 1.0f);
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), false));
+      return h.Wait(w.DefaultDeadline());
+    });
+    for (const Status& st : statuses) EXPECT_TRUE(st.ok()) << st.ToString();
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(Metric(job.worker(r), "syncline_pushed_chunks_total"), 10.0) << r;
+    EXPECT_TRUE(job.Finish().ok());
+  }
 }
 
 // The bits of every worker's result after a few rounds of random floats.
