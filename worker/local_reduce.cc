@@ -60,7 +60,7 @@ void LocalReducer::Post(ChunkTask&& chunk) {
     failed = failed_;
     if (!failed && owner != group_.local_rank) {
       owner_absent = AbsenceLocked(owner);
-      if (owner_absent.empty()) awaiting_[id] = Awaiting{chunk.op, chunk.index, owner};
+      if (owner_absent.empty()) awaiting_[id] = Awaiting{chunk.op, chunk.index, owner, chunk.posted_us};
     }
   }
   if (failed) return chunk.op->Fail(*failed);
@@ -225,6 +225,14 @@ void LocalReducer::SumAndPush(Gathering g) {
                            std::to_string(group_.ranks[group_.local_rank]) + ", which pushes it for this host"));
   }
   header.on_sum = nullptr;
+  if (timeline_ && chunk.posted_us > 0) {
+    // From here the credit scheduler's wait ("queued", by KvClient).
+    const int64_t now = Timeline::NowUs();
+    if (timeline_->recording())
+      timeline_->Span("gather", "chunk", chunk.op->tensor_name() + " #" + std::to_string(chunk.index),
+                      chunk.posted_us, now);
+    chunk.posted_us = now;
+  }
   // Both are called on the endpoint's receiving thread: the sends go from ours.
   chunk.on_sum = [this, header](const Buffer& sum) {
     Status queued = thread_.Submit(0, [this, header, sum] { SendSum(header, sum, Status::Ok()); });
@@ -284,6 +292,9 @@ void LocalReducer::OnSum(Message& m, int from) {
                                      " (passed on by " + control_->Describe(m.header.sender()) +
                                      ", which pushes it for this host)"));
   }
+  if (timeline_ && waiting.posted_us > 0 && timeline_->recording())
+    timeline_->Span("local", "chunk", waiting.op->tensor_name() + " #" + std::to_string(waiting.index),
+                    waiting.posted_us, Timeline::NowUs());
   waiting.op->OnReply(waiting.index, std::move(m.payloads.front()));
 }
 

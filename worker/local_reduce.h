@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/timeline.h"
 #include "control/client.h"
 #include "control/local_group.h"
 #include "metrics/registry.h"
@@ -71,6 +72,10 @@ class LocalReducer {
   bool Handle(Message& m);
   // Fails every chunk waiting here, and every later one, with `status`.
   void FailAll(const Status& status);
+  // Records each chunk's local stages as spans: "gather" (a chunk this
+  // worker pushes, until its host's copies are summed) and "local" (one
+  // another worker pushes, until its sum is back). Before the first Post, or never.
+  void SetTimeline(Timeline* timeline) { timeline_ = timeline; }
   // Tells the group's other workers this one pushes nothing more (Shutdown),
   // or nothing until it passed its next barrier (its push_pulls are done).
   void AnnounceFinished();
@@ -91,6 +96,7 @@ class LocalReducer {
     std::shared_ptr<Operation> op;
     size_t index = 0;
     int owner = 0;  // local rank
+    int64_t posted_us = 0;  // while tracing
   };
 
   // On the reducer's thread: the chunk's part from local rank `from`
@@ -123,6 +129,7 @@ class LocalReducer {
   const int request_timeout_ms_;
   const Push push_;
   const Abort abort_;
+  Timeline* timeline_ = nullptr;
   Counter& rejected_;
   Counter& local_bytes_;
 

@@ -129,6 +129,7 @@ Status Worker::Start(const std::string& listen_address) {
         settings_.trace_dir + "/worker-" + std::to_string(rank()) + ".json", rank(), "worker " + std::to_string(rank()),
         settings_.trace_start_step, settings_.trace_end_step});
     kv_.SetTimeline(timeline_.get());
+    if (local_reducer_) local_reducer_->SetTimeline(timeline_.get());
   }
   SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers; local rank {} of {} on worker host {} of {}{}",
                     client_.my_rank(), settings_.num_workers, runtime_.peers().size(), local_group_.local_rank,

@@ -5,10 +5,17 @@
 // push per host per chunk, where flat jobs (and async and ssp ones) push one
 // per worker; deterministic
 // sums bit-identical from run to run; a separate output; a broadcast; a
-// worker of a host that finishes early ending the job, named.
+// worker of a host that finishes early ending the job, named; traces showing
+// every chunk's local stages.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -249,6 +256,55 @@ TEST(LocalReduce, AWorkerOfTheHostThatFinishedEarlyEndsTheJobNamingItAndTheTenso
       << statuses[0].message();
   EXPECT_NE(statuses[0].message().find("[tensor 'steps'"), std::string::npos) << statuses[0].message();
   job.JoinAll();
+}
+
+TEST(LocalReduce, TracesShowEveryChunkGatheredAndPushedByOneWorkerAndPassedBackToTheOther) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("syncline-local-trace-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  InProcessJob::Options o = JobOf({2});
+  o.trace_dir = dir;  // steps 0 and 1
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  constexpr size_t kChunks = 5;
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("x", DType::kFloat32, kChunks * 64));
+    std::vector<float> x(kChunks * 64, 1.0f);
+    for (int step = 0; step < 3; ++step) {
+      w.timeline()->BeginStep();
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), false));
+      SYNCLINE_RETURN_IF_ERROR(h.Wait(w.DefaultDeadline()));
+    }
+    return Status::Ok();
+  });
+  for (const Status& st : statuses) ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(job.Finish().ok());  // Shutdown writes the traces
+  std::map<std::string, int> pushers;  // chunk row -> workers that pushed it
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("worker " + std::to_string(rank));
+    std::ifstream in(dir + "/worker-" + std::to_string(rank) + ".json");
+    ASSERT_TRUE(in.good()) << "no trace file";
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    std::map<int, std::string> rows;
+    std::map<std::string, std::vector<std::string>> names;
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "M" && e["name"] == "thread_name") rows[e["tid"]] = e["args"]["name"];
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "X" && e["cat"] == "chunk") names[rows.at(e["tid"])].push_back(e["name"]);
+    ASSERT_EQ(names.size(), kChunks) << "every chunk has a row";
+    const std::vector<std::string> pushed = {"gather", "queued", "push", "sum", "gather", "queued", "push", "sum"};
+    for (const auto& [row, spans] : names) {
+      if (spans == pushed) {
+        ++pushers[row];
+      } else {
+        EXPECT_EQ(spans, (std::vector<std::string>{"local", "local"})) << row;
+      }
+    }
+  }
+  ASSERT_EQ(pushers.size(), kChunks);
+  for (const auto& [row, n] : pushers) EXPECT_EQ(n, 1) << row << ": one pusher per chunk";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
