@@ -34,7 +34,10 @@ LocalReducer::LocalReducer(Endpoint* endpoint, const SchedulerClient* control, L
       finished_(group_.local_size, false),
       at_barrier_(group_.local_size) {}
 
-LocalReducer::~LocalReducer() { thread_.Shutdown(); }
+LocalReducer::~LocalReducer() {
+  sends_.Shutdown();
+  thread_.Shutdown();
+}
 
 int LocalReducer::LocalRankOf(int32_t node) const {
   auto it = std::find(peer_ids_.begin(), peer_ids_.end(), node);
@@ -76,7 +79,21 @@ void LocalReducer::Post(ChunkTask&& chunk) {
     if (!queued.ok()) op->Fail(queued.WithContext("local reduce"));
     return;
   }
-  // Another worker pushes this chunk for the host: it gets this worker's copy.
+  // Another worker pushes this chunk for the host: it gets this worker's copy,
+  // sent from a thread of ours (a send may copy the chunk into shared memory:
+  // not on the caller's, which is the framework's backward pass).
+  std::shared_ptr<Operation> op = chunk.op;
+  Status queued = sends_.Submit(0, [this, id, owner, chunk = std::move(chunk)] { SendPart(id, owner, chunk); });
+  if (!queued.ok()) {
+    {
+      MutexLock lock(mu_);
+      awaiting_.erase(id);
+    }
+    op->Fail(queued.WithContext("local reduce"));
+  }
+}
+
+void LocalReducer::SendPart(const RoundKey& id, int owner, const ChunkTask& chunk) {
   std::optional<Buffer> view = chunk.op->RawView(chunk.index);
   Status st = view ? control_->health() : Aborted("the push_pull already failed");
   if (st.ok()) {
@@ -387,6 +404,7 @@ void LocalReducer::Announce(proto::Op op, uint64_t round) {
   };
   Status st = thread_.Submit(0, send);
   if (st.ok()) st = thread_.Drain(Deadline::AfterMs(request_timeout_ms_));
+  if (st.ok()) st = sends_.Drain(Deadline::AfterMs(request_timeout_ms_));
   if (!st.ok()) SYNCLINE_LOG_WARN("sending {}: {}", proto::Op_Name(op), st.message());
 }
 

@@ -13,7 +13,8 @@
 // averages by the number of workers.
 //
 // Work arriving from the network runs on a thread of its own, never on the
-// endpoint's receiving thread (which must not wait on a send). Every wait on
+// endpoint's receiving thread (which must not wait on a send); this worker's
+// parts leave from another, not from the caller's. Every wait on
 // a peer ends with the job: a peer that dies is caught by the scheduler's
 // heartbeats (the abort fails what waits here); one that finished (it says so
 // with LOCAL_FINISHED at Shutdown) or waits at a barrier this worker has not
@@ -106,6 +107,8 @@ class LocalReducer {
   void SumAndPush(Gathering g);
   // Passes chunk `chunk`'s sum on to the host's other workers, or (no sum)
   // its failure, `error`, which they would wait for in vain.
+  // Sends this worker's part of chunk `id` to local rank `owner` (on sends_).
+  void SendPart(const RoundKey& id, int owner, const ChunkTask& chunk);
   void SendSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error);
   void OnSum(Message& m, int from);
   // A peer finished, or waits at barrier `barrier` (counted from 0).
@@ -142,7 +145,10 @@ class LocalReducer {
   std::vector<std::optional<uint64_t>> at_barrier_ GUARDED_BY(mu_);  // by local rank: the last barrier it reached
   uint64_t barriers_passed_ GUARDED_BY(mu_) = 0;
   bool finished_self_ GUARDED_BY(mu_) = false;  // AnnounceFinished: peers' parts are dropped
-  SerialLanes thread_{1};  // last: stops before the rest goes
+  // Last: they stop before the rest goes. thread_ takes what arrives and
+  // sums; sends_ sends this worker's parts to their pushers.
+  SerialLanes thread_{1};
+  SerialLanes sends_{1};
 };
 
 }  // namespace syncline
