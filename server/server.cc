@@ -147,15 +147,26 @@ Status Server::LearnContributors() {
   for (auto& ranks : ranks_of) std::sort(ranks.begin(), ranks.end());
   for (const auto& w : workers) contributor_of_node_[w.id()] = of_rank[w.rank()];
   store_.SetContributors(static_cast<int>(ranks_of.size()));
-  std::vector<std::function<void()>> early;
   {
     MutexLock lock(groups_mu_);
     contributor_of_rank_ = std::move(of_rank);
     ranks_of_contributor_ = std::move(ranks_of);
-    contributors_known_ = true;
-    early.swap(early_absences_);
   }
-  for (auto& mark : early) mark();
+  // The absences reported so far, in order; those that come meanwhile queue
+  // behind them until none is left (a barrier's release must not overtake
+  // its arrival).
+  for (;;) {
+    std::vector<std::function<void()>> early;
+    {
+      MutexLock lock(groups_mu_);
+      if (early_absences_.empty()) {
+        contributors_known_ = true;
+        break;
+      }
+      early.swap(early_absences_);
+    }
+    for (auto& mark : early) mark();
+  }
   return Status::Ok();
 }
 

@@ -49,10 +49,10 @@ struct ChunkTask {
   // Local reduce: this worker pushes the chunk for its host, and passes the
   // sum (as the server sent it) on to the host's other workers with this,
   // before writing it back.
-  std::function<void(const Buffer& sum)> on_sum;
+  std::function<void(const Buffer& sum)> on_sum = nullptr;
   // And its failure (the server's error, a send that failed), which they
   // would otherwise wait for in vain.
-  std::function<void(const Status& error)> on_fail;
+  std::function<void(const Status& error)> on_fail = nullptr;
 
   uint64_t WireBytes() const { return wire_length != 0 ? wire_length : length; }
 };

@@ -31,10 +31,18 @@ LocalReducer::LocalReducer(Endpoint* endpoint, const SchedulerClient* control, L
       rejected_(ErrorCounter(metrics, "local_reduce_rejected")),
       local_bytes_(metrics.AddCounter("syncline_local_reduce_sent_bytes_total",
                                       "Bytes this worker sent to the other workers of its host (local reduce)")),
+      gate_(std::make_shared<Gate>()),
       finished_(group_.local_size, false),
-      at_barrier_(group_.local_size) {}
+      at_barrier_(group_.local_size) {
+  MutexLock lock(gate_->mu);
+  gate_->reducer = this;
+}
 
 LocalReducer::~LocalReducer() {
+  {
+    MutexLock lock(gate_->mu);
+    gate_->reducer = nullptr;
+  }
   sends_.Shutdown();
   thread_.Shutdown();
 }
@@ -74,7 +82,7 @@ void LocalReducer::Post(ChunkTask&& chunk) {
   if (owner == group_.local_rank) {
     std::shared_ptr<Operation> op = chunk.op;
     Status queued = thread_.Submit(0, [this, id, chunk = std::move(chunk)]() mutable {
-      Gather(id, group_.local_rank, std::nullopt, std::move(chunk));
+      Gather(id, group_.local_rank, std::nullopt, std::move(chunk), "");
     });
     if (!queued.ok()) op->Fail(queued.WithContext("local reduce"));
     return;
@@ -95,23 +103,29 @@ void LocalReducer::Post(ChunkTask&& chunk) {
 
 void LocalReducer::SendPart(const RoundKey& id, int owner, const ChunkTask& chunk) {
   std::optional<Buffer> view = chunk.op->RawView(chunk.index);
-  Status st = view ? control_->health() : Aborted("the push_pull already failed");
-  if (st.ok()) {
-    Message m = Header(proto::LOCAL_PUSH, chunk);
+  if (!control_->health().ok()) return;  // the abort fails what waits, here and at the pusher
+  Message m = Header(proto::LOCAL_PUSH, chunk);
+  if (view) {
     m.header.set_byte_length(view->size());
     m.payloads.push_back(std::move(*view));
-    st = endpoint_->Send(peer_ids_[owner], std::move(m), Deadline::AfterMs(request_timeout_ms_));
+  } else {
+    // This push_pull failed already (another chunk's error): the pusher must
+    // not wait for this part, nor its host's other workers for the sum.
+    m.header.mutable_error()->set_message("the push_pull of tensor '" + chunk.op->tensor_name() +
+                                          "' failed on worker " + std::to_string(group_.ranks[group_.local_rank]));
   }
-  if (st.ok()) {
-    local_bytes_.Add(double(chunk.length));
-    return;
-  }
+  Status st = endpoint_->Send(peer_ids_[owner], std::move(m), Deadline::AfterMs(request_timeout_ms_));
+  if (st.ok() && view) local_bytes_.Add(double(chunk.length));
+  if (st.ok()) return;
   {
     MutexLock lock(mu_);
     awaiting_.erase(id);
   }
-  chunk.op->Fail(st.WithContext("passing tensor '" + chunk.op->tensor_name() + "' to " +
-                                control_->Describe(peer_ids_[owner]) + " (local reduce)"));
+  const std::string why = "passing chunk " + std::to_string(chunk.index) + " of tensor '" + chunk.op->tensor_name() +
+                          "' to " + control_->Describe(peer_ids_[owner]) + " (local reduce): " + st.message();
+  chunk.op->Fail(Internal(why));
+  // The pusher would wait for this part in vain.
+  if (control_->health().ok()) End(why, owner);
 }
 
 bool LocalReducer::Handle(Message& m) {
@@ -136,23 +150,29 @@ bool LocalReducer::Handle(Message& m) {
     std::optional<uint64_t> barrier;
     if (op == proto::LOCAL_AT_BARRIER) barrier = m.header.round();
     queued = thread_.Submit(0, [this, from, barrier] { OnPeerAbsent(from, barrier); });
-  } else if (m.payloads.size() != 1 || m.payloads.front().empty() || OwnerOf(m.header.key()) != group_.local_rank) {
+  } else if (const bool failed = m.header.has_error();
+             (failed ? !m.payloads.empty() : m.payloads.size() != 1 || m.payloads.front().empty()) ||
+             OwnerOf(m.header.key()) != group_.local_rank) {
     rejected_.Add();
     SYNCLINE_LOG_WARN_LIMITED("ignoring LOCAL_PUSH of key {} from node {}: {}", m.header.key(), m.header.sender(),
-                              m.payloads.size() != 1 || m.payloads.front().empty() ? "not one non-empty payload"
-                                                                                    : "this worker does not push that key");
+                              OwnerOf(m.header.key()) != group_.local_rank ? "this worker does not push that key"
+                                                                           : "neither one payload nor an error");
     return true;
   } else {
     const RoundKey id{m.header.key(), m.header.round()};
-    queued = thread_.Submit(0, [this, id, from, part = std::move(m.payloads.front())]() mutable {
-      Gather(id, from, std::move(part), std::nullopt);
+    // A failed part (its sender's push_pull failed) stands as an empty buffer beside its error.
+    Buffer part = failed ? Buffer() : std::move(m.payloads.front());
+    std::string failure = failed ? m.header.error().message() : "";
+    queued = thread_.Submit(0, [this, id, from, part = std::move(part), failure = std::move(failure)]() mutable {
+      Gather(id, from, std::move(part), std::nullopt, std::move(failure));
     });
   }
   if (!queued.ok()) SYNCLINE_LOG_WARN_LIMITED("dropping {} from node {}: {}", proto::Op_Name(op), m.header.sender(), queued.message());
   return true;
 }
 
-void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> part, std::optional<ChunkTask> posted) {
+void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> part, std::optional<ChunkTask> posted,
+                          std::string failure) {
   std::optional<Status> failed;
   int missing = -1;
   std::string absence, tensor;
@@ -161,7 +181,11 @@ void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> pa
   {
     MutexLock lock(mu_);
     failed = failed_;
-    if (!failed && finished_self_) return;  // the part drops here: see AnnounceFinished
+    if (!failed && finished_self_) {
+      // This worker shut down: a part drops here (see AnnounceFinished).
+      if (posted) failed = Aborted("push_pull of tensor '" + posted->op->tensor_name() + "' after Shutdown");
+      else return;
+    }
     const bool fresh = !gathering_.count(id);
     too_many = !failed && fresh && !posted && early_ >= kMaxEarly;
     if (!failed && !too_many) {
@@ -175,6 +199,7 @@ void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> pa
         duplicate = true;
       } else {
         g.by_local_rank[from] = std::move(part);
+        if (!failure.empty() && g.failure.empty()) g.failure = std::move(failure);
         ++g.arrived;
       }
       if (g.mine) {
@@ -208,6 +233,15 @@ void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> pa
 
 void LocalReducer::SumAndPush(Gathering g) {
   ChunkTask chunk = std::move(*g.mine);
+  ChunkTask header = chunk;  // what the sum's messages say
+  header.op.reset();
+  if (!g.failure.empty()) {
+    // A part failed: so does the chunk, here and for the host's other workers.
+    const Status failed = Internal("tensor '" + chunk.op->tensor_name() + "', chunk " + std::to_string(chunk.index) +
+                                   ": " + g.failure);
+    chunk.op->Fail(failed);
+    return SendSum(header, std::nullopt, failed);
+  }
   for (int p = 0; p < group_.local_size; ++p) {
     if (p == group_.local_rank || g.by_local_rank[p]->size() == chunk.length) continue;
     const std::string why = "worker " + std::to_string(group_.ranks[p]) + " passed " +
@@ -233,8 +267,6 @@ void LocalReducer::SumAndPush(Gathering g) {
     }
   });
   g.by_local_rank.clear();  // the peers' copies: their memory is theirs again
-  ChunkTask header = chunk;  // what the sum's messages say
-  header.op.reset();
   if (!summed) {
     // This worker's push_pull failed already; the others must not wait for the sum.
     return SendSum(header, std::nullopt,
@@ -250,16 +282,23 @@ void LocalReducer::SumAndPush(Gathering g) {
                       chunk.posted_us, now);
     chunk.posted_us = now;
   }
-  // Both are called on the endpoint's receiving thread: the sends go from ours.
-  chunk.on_sum = [this, header](const Buffer& sum) {
-    Status queued = thread_.Submit(0, [this, header, sum] { SendSum(header, sum, Status::Ok()); });
-    if (!queued.ok()) SYNCLINE_LOG_WARN_LIMITED("not passing on the sum of key {}: {}", header.key, queued.message());
+  // Called on the endpoint's receiving thread or the chunk scheduler's: the
+  // sends go from ours. Through the gate, which closes when this reducer goes
+  // (the chunk scheduler may outlive it by one admission).
+  chunk.on_sum = [gate = gate_, header](const Buffer& sum) {
+    MutexLock lock(gate->mu);
+    if (gate->reducer) gate->reducer->QueueSum(header, sum, Status::Ok());
   };
-  chunk.on_fail = [this, header](const Status& error) {
-    Status queued = thread_.Submit(0, [this, header, error] { SendSum(header, std::nullopt, error); });
-    if (!queued.ok()) SYNCLINE_LOG_WARN_LIMITED("not passing on the failure of key {}: {}", header.key, queued.message());
+  chunk.on_fail = [gate = gate_, header](const Status& error) {
+    MutexLock lock(gate->mu);
+    if (gate->reducer) gate->reducer->QueueSum(header, std::nullopt, error);
   };
   push_(std::move(chunk));
+}
+
+void LocalReducer::QueueSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error) {
+  Status queued = thread_.Submit(0, [this, chunk, sum, error] { SendSum(chunk, sum, error); });
+  if (!queued.ok()) SYNCLINE_LOG_WARN_LIMITED("not passing on the outcome of key {}: {}", chunk.key, queued.message());
 }
 
 void LocalReducer::SendSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error) {
@@ -402,9 +441,11 @@ void LocalReducer::Announce(proto::Op op, uint64_t round) {
       if (!st.ok()) SYNCLINE_LOG_WARN("sending {} to {}: {}", proto::Op_Name(op), control_->Describe(peer_ids_[p]), st.message());
     }
   };
-  Status st = thread_.Submit(0, send);
+  // This worker's parts still queued go first (its push_pulls may have been
+  // given up on, not finished).
+  Status st = sends_.Drain(Deadline::AfterMs(request_timeout_ms_));
+  if (st.ok()) st = thread_.Submit(0, send);
   if (st.ok()) st = thread_.Drain(Deadline::AfterMs(request_timeout_ms_));
-  if (st.ok()) st = sends_.Drain(Deadline::AfterMs(request_timeout_ms_));
   if (!st.ok()) SYNCLINE_LOG_WARN("sending {}: {}", proto::Op_Name(op), st.message());
 }
 

@@ -91,6 +91,7 @@ class LocalReducer {
     std::optional<ChunkTask> mine;         // once this worker posted it
     std::vector<std::optional<Buffer>> by_local_rank;
     int arrived = 0;
+    std::string failure;  // a part's sender failed (its error): the chunk fails
   };
   // A chunk whose sum comes from another worker of the host.
   struct Awaiting {
@@ -102,12 +103,17 @@ class LocalReducer {
 
   // On the reducer's thread: the chunk's part from local rank `from`
   // (nullopt: this worker's own, in `posted`).
-  void Gather(const RoundKey& id, int from, std::optional<Buffer> part, std::optional<ChunkTask> posted);
+  // `failure`: the part's sender failed, as it says (`part` is then empty).
+  void Gather(const RoundKey& id, int from, std::optional<Buffer> part, std::optional<ChunkTask> posted,
+              std::string failure);
   // Sums a complete gathering into the chunk and pushes it (reducer's thread).
   void SumAndPush(Gathering g);
   // Passes chunk `chunk`'s sum on to the host's other workers, or (no sum)
   // its failure, `error`, which they would wait for in vain.
-  // Sends this worker's part of chunk `id` to local rank `owner` (on sends_).
+  // Queues SendSum on the reducer's thread.
+  void QueueSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error);
+  // Sends this worker's part of chunk `id` to local rank `owner` (on sends_),
+  // or, its push_pull failed already, that failure.
   void SendPart(const RoundKey& id, int owner, const ChunkTask& chunk);
   void SendSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error);
   void OnSum(Message& m, int from);
@@ -135,6 +141,12 @@ class LocalReducer {
   Timeline* timeline_ = nullptr;
   Counter& rejected_;
   Counter& local_bytes_;
+  // What the chunks' callbacks reach this reducer through: null once it is gone.
+  struct Gate {
+    Mutex mu;
+    LocalReducer* reducer GUARDED_BY(mu) = nullptr;
+  };
+  const std::shared_ptr<Gate> gate_;
 
   Mutex mu_;
   std::optional<Status> failed_ GUARDED_BY(mu_);
