@@ -49,10 +49,10 @@ def run_probe(code, marker, timeout=120, **env):
     assert out.returncode == 0 and marker in out.stdout, out.stdout + out.stderr
 
 
-def run_checks(script, check, workers=2, env=None):
+def run_checks(script, check, workers=2, env=None, emulated_hosts=1):
     """Runs one check of a check script (torch_checks.py, tf_checks.py) in every worker of a job and
     asserts that each worker finished it ('CHECK ok') and the job exited 0."""
-    code, out = run_job(workers, [str(HERE / script), check], env=env)
+    code, out = run_job(workers, [str(HERE / script), check], env=env, emulated_hosts=emulated_hosts)
     for rank in range(workers):
         assert f"{check} ok" in worker_lines(out, rank), out
     assert code == 0, out

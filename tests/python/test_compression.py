@@ -5,13 +5,15 @@ import conftest
 from conftest import EXAMPLE, final_accuracy, run_job, worker_lines
 
 
-def run_checks(check, env=None):
+def run_checks(check, env=None, emulated_hosts=1):
     return conftest.run_checks("compression_checks.py", check, 2,
-                               env={"SYNCLINE_MIN_COMPRESS_BYTES": "0", **(env or {})})
+                               env={"SYNCLINE_MIN_COMPRESS_BYTES": "0", **(env or {})}, emulated_hosts=emulated_hosts)
 
 
 def test_int8_sums_equal_the_python_reference():
-    run_checks("int8_sums_equal_the_python_reference")
+    """The reference compresses each worker's gradient: the workers are on hosts of their own (with
+    two on one host, local reduce would compress their sum once instead)."""
+    run_checks("int8_sums_equal_the_python_reference", emulated_hosts=2)
 
 
 def test_refusals_and_exact_broadcasts():
@@ -33,10 +35,13 @@ def test_two_workers_train_the_digits_model_with_int8_and_onebit_to_uncompressed
     """int8 and onebit (with error feedback) reach the accuracy of the uncompressed run within 0.5 points;
     conv2 and fc1 (18 and 128 KiB) are compressed, the small tensors are not. The tuner is off: its
     partition switches depend on timing and move the chunk boundaries (onebit's scale is per chunk), so
-    with it the run is not reproducible (0.975-0.997 for onebit)."""
+    with it the run is not reproducible (0.975-0.997 for onebit). The workers are on hosts of their
+    own, as where compression pays (a link between them); two on one host would sum locally and compress
+    their sum once, which loses more per step (onebit 0.9805 against 0.9861 uncompressed, measured)."""
     accuracy = {}
     for form in ("none", "int8", "onebit"):
-        code, out = run_job(2, [EXAMPLE, "--compression", form], env={"SYNCLINE_MIN_COMPRESS_BYTES": "4096", "SYNCLINE_AUTOTUNE": "0"})
+        code, out = run_job(2, [EXAMPLE, "--compression", form], emulated_hosts=2,
+                            env={"SYNCLINE_MIN_COMPRESS_BYTES": "4096", "SYNCLINE_AUTOTUNE": "0"})
         assert code == 0, out
         accuracy[form] = final_accuracy(worker_lines(out, 0))
     for form in ("int8", "onebit"):
