@@ -18,6 +18,7 @@
 #include "proxy/credit_scheduler.h"
 #include "proxy/step_tuner.h"
 #include "tests/unit/testing/in_process_job.h"
+#include "tests/unit/testing/worker_trace.h"
 
 namespace syncline {
 namespace {
@@ -311,20 +312,16 @@ TEST(ScheduledJobTrace, EveryChunkOfTheRecordedStepsHasItsStagesInOrder) {
   ASSERT_TRUE(job.Finish().ok());  // Shutdown writes the traces
   for (int rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE("worker " + std::to_string(rank));
-    std::ifstream in(dir + "/worker-" + std::to_string(rank) + ".json");
-    ASSERT_TRUE(in.good()) << "no trace file";
-    const nlohmann::json trace = nlohmann::json::parse(in);
-    std::map<int, std::string> rows;
+    const std::optional<nlohmann::json> trace = testing::ReadWorkerTrace(dir, rank);
+    ASSERT_TRUE(trace) << "no trace file";
     std::map<std::string, std::vector<nlohmann::json>> spans_by_row;
     int compute = 0;
-    for (const auto& e : trace["traceEvents"]) {
-      if (e["ph"] == "M" && e["name"] == "thread_name") rows[e["tid"]] = e["args"]["name"];
-    }
-    for (const auto& e : trace["traceEvents"]) {
-      if (e["ph"] != "X") continue;
-      EXPECT_EQ(e["pid"], rank);
-      if (e["cat"] == "compute") ++compute;
-      if (e["cat"] == "chunk") spans_by_row[rows.at(e["tid"])].push_back(e);
+    for (const auto& [row, spans] : testing::SpansByRow(*trace)) {
+      for (const auto& e : spans) {
+        EXPECT_EQ(e["pid"], rank);
+        if (e["cat"] == "compute") ++compute;
+        if (e["cat"] == "chunk") spans_by_row[row].push_back(e);
+      }
     }
     EXPECT_EQ(compute, 2) << "steps 0 and 1 only";
     ASSERT_EQ(spans_by_row.size(), 4u) << "a #0-#2 and b #0";

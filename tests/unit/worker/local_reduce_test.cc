@@ -13,15 +13,14 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <sstream>
 
 #include "summation/half.h"
 #include "tests/unit/testing/in_process_job.h"
+#include "tests/unit/testing/worker_trace.h"
 
 namespace syncline {
 namespace {
@@ -283,15 +282,12 @@ TEST(LocalReduce, TracesShowEveryChunkGatheredAndPushedByOneWorkerAndPassedBackT
   std::map<std::string, int> pushers;  // chunk row -> workers that pushed it
   for (int rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE("worker " + std::to_string(rank));
-    std::ifstream in(dir + "/worker-" + std::to_string(rank) + ".json");
-    ASSERT_TRUE(in.good()) << "no trace file";
-    const nlohmann::json trace = nlohmann::json::parse(in);
-    std::map<int, std::string> rows;
+    const std::optional<nlohmann::json> trace = testing::ReadWorkerTrace(dir, rank);
+    ASSERT_TRUE(trace) << "no trace file";
     std::map<std::string, std::vector<std::string>> names;
-    for (const auto& e : trace["traceEvents"])
-      if (e["ph"] == "M" && e["name"] == "thread_name") rows[e["tid"]] = e["args"]["name"];
-    for (const auto& e : trace["traceEvents"])
-      if (e["ph"] == "X" && e["cat"] == "chunk") names[rows.at(e["tid"])].push_back(e["name"]);
+    for (const auto& [row, spans] : testing::SpansByRow(*trace))
+      for (const auto& e : spans)
+        if (e["cat"] == "chunk") names[row].push_back(e["name"]);
     ASSERT_EQ(names.size(), kChunks) << "every chunk has a row";
     const std::vector<std::string> pushed = {"gather", "queued", "push", "sum", "gather", "queued", "push", "sum"};
     for (const auto& [row, spans] : names) {
