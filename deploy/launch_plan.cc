@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <optional>
 
 namespace syncline::deploy {
 
@@ -64,13 +65,23 @@ Status ValidateShape(const JobShape& s) {
   return Status::Ok();
 }
 
+// Where one process runs among those pslaunch starts on this host.
+struct HostShare {
+  // Other processes of the job start here too (a local job, or a node's
+  // several workers): inherited ports would be bound twice.
+  bool shared = false;
+  // A worker's place among its host's workers, for SYNCLINE_LOCAL_RANK/_SIZE
+  // (and the emulated host's label); absent: a multi-host worker keeps what
+  // its launcher gave it.
+  std::optional<EmulatedPlace> place;
+  int metrics_port = 0;  // 0 = not set by pslaunch
+};
+
 // The job-wide settings, then the per-process ones.
-// `local_job`: every process on this host (a local job's workers learn their
-// local rank and size; a multi-host worker keeps what its launcher gave it).
 // `rank`: a worker's or server's rank for SYNCLINE_*_RANK; -1 = not set.
-EnvPlan JobEnv(const JobShape& s, Role role, int rank, const std::string& host, bool local_job,
-               int metrics_port) {
+EnvPlan JobEnv(const JobShape& s, Role role, int rank, const std::string& host, const HostShare& share) {
   const int worker_rank = role == Role::kWorker ? rank : -1;
+  const int metrics_port = share.metrics_port;
   EnvPlan plan;
   plan.Set("SYNCLINE_ROLE", "DMLC_ROLE", RoleName(role));
   plan.Set("SYNCLINE_NUM_WORKERS", "DMLC_NUM_WORKER", std::to_string(s.num_workers));
@@ -91,22 +102,22 @@ EnvPlan JobEnv(const JobShape& s, Role role, int rank, const std::string& host, 
     plan.Strip("SYNCLINE_SERVER_RANK", nullptr);
   }
   if (!host.empty()) plan.Set("SYNCLINE_HOST", "DMLC_NODE_HOST", host);
-  if (local_job && role == Role::kWorker) {
-    const EmulatedPlace place = EmulatedPlaceOf(s, worker_rank);
+  if (role == Role::kWorker && share.place) {
+    const EmulatedPlace& place = *share.place;
     plan.Set("SYNCLINE_LOCAL_RANK", "BYTEPS_LOCAL_RANK", std::to_string(place.local_rank));
     plan.Set("SYNCLINE_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE", std::to_string(place.local_size));
     if (s.emulated_hosts > 1) plan.Set("SYNCLINE_HOST_LABEL", nullptr, "emulated-host-" + std::to_string(place.host));
   }
   if (metrics_port > 0) plan.Set("SYNCLINE_METRICS_PORT", nullptr, std::to_string(metrics_port));
-  if (local_job) {
-    // Every process of a local job shares this host: one port inherited or
+  if (share.shared) {
+    // Several processes of the job start on this host: one port inherited or
     // given to all would let only one of them bind it.
     plan.Strip("SYNCLINE_PORT", nullptr,
-               "every process of a local job would bind the same port; each picks a free one instead");
+               "every process pslaunch starts here would bind the same port; each picks a free one instead");
     if (metrics_port == 0)
       plan.Strip("SYNCLINE_METRICS_PORT", nullptr,
-                 "every process of a local job would bind the same port; use --metrics-port, which gives each "
-                 "process its own");
+                 "every process pslaunch starts here would bind the same port; use --metrics-port, which gives "
+                 "each process its own");
   }
   return plan;
 }
@@ -131,16 +142,16 @@ Result<Environment> BuildEnv(const Environment& parent, const EnvPlan& plan,
 // `rank`: a worker's or server's rank (-1: the scheduler assigns one); the
 // label and the rank setting agree, so a process has one name everywhere.
 Result<PlannedProcess> MakeProcess(const JobShape& shape, Role role, int rank, const std::string& host,
-                                   std::vector<std::string> argv, const Environment& parent, bool local_job) {
+                                   std::vector<std::string> argv, const Environment& parent,
+                                   const HostShare& share) {
   if (role == Role::kScheduler) rank = -1;
-  const int metrics_port = local_job ? MetricsPortOf(shape, role, rank) : shape.metrics_port;
   PlannedProcess p;
   p.role = role;
   p.rank = rank;
   p.label = RoleName(role);
   if (p.rank >= 0) p.label += " " + std::to_string(p.rank);
   p.spec.argv = std::move(argv);
-  EnvPlan env_plan = JobEnv(shape, role, rank, host, local_job, metrics_port);
+  EnvPlan env_plan = JobEnv(shape, role, rank, host, share);
   p.removed_env = env_plan.strip;
   SYNCLINE_ASSIGN_OR_RETURN(p.spec.env, BuildEnv(parent, env_plan, shape.extra_env));
   return p;
@@ -171,20 +182,27 @@ Result<std::vector<PlannedProcess>> PlanLocalJob(const LocalJob& job, const Envi
                            " consecutive ports below 65536");
   if (job.command.empty() || job.command[0].empty())
     return InvalidArgument("no worker command given (pslaunch ... -- <command>)");
+  // Every process of a local job shares this host; its workers learn their
+  // (emulated) host's local ranks.
+  auto local = [&](Role role, int index) {
+    HostShare share{true, std::nullopt, MetricsPortOf(job.shape, role, index)};
+    if (role == Role::kWorker) share.place = EmulatedPlaceOf(job.shape, index);
+    return share;
+  };
   std::vector<PlannedProcess> plan;
-  SYNCLINE_ASSIGN_OR_RETURN(
-      PlannedProcess scheduler,
-      MakeProcess(job.shape, Role::kScheduler, -1, "", {JoinPath(job.bin_dir, kSchedulerBinary)}, parent, true));
+  SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess scheduler,
+                            MakeProcess(job.shape, Role::kScheduler, -1, "", {JoinPath(job.bin_dir, kSchedulerBinary)},
+                                        parent, local(Role::kScheduler, -1)));
   plan.push_back(std::move(scheduler));
   for (int i = 0; i < job.shape.num_servers; ++i) {
-    SYNCLINE_ASSIGN_OR_RETURN(
-        PlannedProcess server,
-        MakeProcess(job.shape, Role::kServer, i, "", {JoinPath(job.bin_dir, kServerBinary)}, parent, true));
+    SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess server,
+                              MakeProcess(job.shape, Role::kServer, i, "", {JoinPath(job.bin_dir, kServerBinary)},
+                                          parent, local(Role::kServer, i)));
     plan.push_back(std::move(server));
   }
   for (int i = 0; i < job.shape.num_workers; ++i) {
     SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess worker,
-                              MakeProcess(job.shape, Role::kWorker, i, "", job.command, parent, true));
+                              MakeProcess(job.shape, Role::kWorker, i, "", job.command, parent, local(Role::kWorker, i)));
     worker.primary = true;
     plan.push_back(std::move(worker));
   }
@@ -213,9 +231,44 @@ Result<PlannedProcess> PlanNode(const NodeJob& job, const Environment& parent) {
     argv = {JoinPath(job.bin_dir, job.role == Role::kScheduler ? kSchedulerBinary : kServerBinary)};
   }
   SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess p,
-                            MakeProcess(job.shape, job.role, job.rank, job.host, std::move(argv), parent, false));
+                            MakeProcess(job.shape, job.role, job.rank, job.host, std::move(argv), parent,
+                                        HostShare{false, std::nullopt, job.shape.metrics_port}));
   p.primary = true;
   return p;
+}
+
+Result<std::vector<PlannedProcess>> PlanNodeWorkers(const NodeJob& job, const Environment& parent) {
+  SYNCLINE_RETURN_IF_ERROR(ValidateShape(job.shape));
+  const int per_node = job.local_workers;
+  if (job.role != Role::kWorker) return InvalidArgument("--local-workers applies to --role worker only");
+  if (job.command.empty() || job.command[0].empty())
+    return InvalidArgument("--role worker needs the worker command (pslaunch ... -- <command>)");
+  if (per_node < 1 || per_node > job.shape.num_workers)
+    return InvalidArgument("--local-workers " + std::to_string(per_node) + " must be in [1, --workers " +
+                           std::to_string(job.shape.num_workers) + "]");
+  if (job.rank >= 0)
+    return InvalidArgument("--rank names one worker; with --local-workers, --node-rank says which host this is");
+  if (job.node_rank < 0)
+    return InvalidArgument("--local-workers needs --node-rank (this host's index: its workers are ranks "
+                           "node-rank * local-workers + 0, 1, ...)");
+  const int64_t first = int64_t{job.node_rank} * per_node;
+  if (first + per_node > job.shape.num_workers)
+    return InvalidArgument("--node-rank " + std::to_string(job.node_rank) + " with --local-workers " +
+                           std::to_string(per_node) + " gives ranks " + std::to_string(first) + ".." +
+                           std::to_string(first + per_node - 1) + ", past --workers " +
+                           std::to_string(job.shape.num_workers));
+  if (job.shape.metrics_port > 0 && job.shape.metrics_port + per_node - 1 > 65535)
+    return InvalidArgument("--metrics-port " + std::to_string(job.shape.metrics_port) + " leaves no room for " +
+                           std::to_string(per_node) + " consecutive ports below 65536");
+  std::vector<PlannedProcess> plan;
+  for (int i = 0; i < per_node; ++i) {
+    HostShare share{true, EmulatedPlace{0, i, per_node}, job.shape.metrics_port > 0 ? job.shape.metrics_port + i : 0};
+    SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess worker, MakeProcess(job.shape, Role::kWorker, static_cast<int>(first) + i,
+                                                                 job.host, job.command, parent, share));
+    worker.primary = true;
+    plan.push_back(std::move(worker));
+  }
+  return plan;
 }
 
 Result<EnvAssignment> ParseEnvAssignment(const std::string& text) {

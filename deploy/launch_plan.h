@@ -80,7 +80,7 @@ struct LocalJob {
 // Scheduler first, then servers, then workers.
 Result<std::vector<PlannedProcess>> PlanLocalJob(const LocalJob& job, const Environment& parent);
 
-// One process of a multi-host job.
+// One process of a multi-host job, or (workers) the workers of one host.
 struct NodeJob {
   JobShape shape;
   Role role = Role::kWorker;
@@ -88,10 +88,23 @@ struct NodeJob {
   std::string host;      // SYNCLINE_HOST: the address this node advertises; empty = not set
   std::string bin_dir;   // scheduler and server roles
   std::vector<std::string> command;  // worker role only (required there)
+  // Workers only: this host runs `local_workers` copies of the command (as
+  // torchrun's --nproc-per-node), worker node_rank * local_workers + i being
+  // local rank i. Used by PlanNodeWorkers; PlanNode takes one process.
+  int local_workers = 1;
+  int node_rank = -1;
 };
 
 // The single process, marked primary: pslaunch exits with its status.
 Result<PlannedProcess> PlanNode(const NodeJob& job, const Environment& parent);
+
+// The `local_workers` workers of one host of a multi-host job (`pslaunch
+// --role worker --local-workers L --node-rank I`), every one primary. Each
+// gets its rank, SYNCLINE_LOCAL_RANK/_SIZE, and the metrics port plus its
+// local rank (none inherited: they would all bind one port). REQUIRES
+// role == kWorker; node_rank >= 0 and (node_rank + 1) * local_workers <=
+// num_workers, else an error.
+Result<std::vector<PlannedProcess>> PlanNodeWorkers(const NodeJob& job, const Environment& parent);
 
 // "K=V" -> {K, V}. K must be a valid variable name; V may be empty.
 Result<EnvAssignment> ParseEnvAssignment(const std::string& text);

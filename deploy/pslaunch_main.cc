@@ -7,6 +7,9 @@
 //   multi-host (one process of a job per call):
 //     pslaunch --role scheduler|server|worker --scheduler HOST:PORT -w N -s M
 //              [--rank R] [--host ADDR] [--token-file FILE] [-- <worker command...>]
+//   multi-host, the L workers of one host (ranks I*L .. I*L+L-1):
+//     pslaunch --role worker --scheduler HOST:PORT -w N -s M --local-workers L
+//              --node-rank I [...] -- <worker command...>
 //
 // The job token comes from --token-file or --token (which `ps` shows to every
 // user of the host), else SYNCLINE_JOB_TOKEN; a local or --hosts job without
@@ -70,6 +73,8 @@ struct Options {
   std::string role;
   std::string scheduler;
   int rank = -1;
+  int local_workers = 0;
+  int node_rank = -1;
   std::string host;
   std::string token;
   std::string token_file;
@@ -121,6 +126,14 @@ void DefineOptions(CLI::App& app, Options& o) {
                     ->check(FromParser("HOST:PORT", &ParseHostPort));
   auto* rank = app.add_option("--rank", o.rank, "Multi-host mode: this worker's or server's rank (default: assigned)")
                    ->check(CLI::Range(0, 65534));
+  auto* local_workers =
+      app.add_option("--local-workers", o.local_workers,
+                     "Multi-host mode, --role worker: start L workers on this host (local ranks 0..L-1, ranks "
+                     "node-rank * L + local rank), as torchrun's --nproc-per-node")
+          ->check(CLI::Range(1, 65535));
+  auto* node_rank = app.add_option("--node-rank", o.node_rank,
+                                   "With --local-workers: this host's index among the job's worker hosts")
+                        ->check(CLI::Range(0, 65534));
   auto* host = app.add_option("--host", o.host, "Multi-host mode: the address this node advertises");
   auto* token = app.add_option("--token", o.token,
                                "Job token. Every user of this host sees it through ps: prefer --token-file or "
@@ -131,7 +144,8 @@ void DefineOptions(CLI::App& app, Options& o) {
                                     "keep it readable by you only)");
   app.add_option("--metrics-port", o.metrics_port,
                  "Serve Prometheus metrics: a local job's scheduler on this port, its servers and workers on the "
-                 "ports after it (printed); multi-host mode: this process on this port")
+                 "ports after it (printed); multi-host mode: this process on this port (with --local-workers, local "
+                 "rank i on this port + i)")
       ->check(CLI::Range(1, 65535));
   auto* emulated = app.add_option("--emulated-hosts", o.emulated_hosts,
                                   "Local job: split the workers into H emulated hosts (contiguous ranks; each its own "
@@ -153,6 +167,10 @@ void DefineOptions(CLI::App& app, Options& o) {
   role->needs(sched);
   sched->needs(role);
   rank->needs(role);
+  local_workers->needs(role);
+  local_workers->needs(node_rank);
+  local_workers->excludes(rank);
+  node_rank->needs(local_workers);
   host->needs(role);
   port->excludes(role);
   emulated->excludes(role);
@@ -332,6 +350,15 @@ Result<std::vector<SupervisedProcess>> Plan(const Options& o, const Environment&
   node.host = o.host;
   node.bin_dir = bin_dir;
   node.command = o.command;
+  if (o.local_workers > 0) {
+    node.local_workers = o.local_workers;
+    node.node_rank = o.node_rank;
+    SYNCLINE_ASSIGN_OR_RETURN(std::vector<PlannedProcess> workers, PlanNodeWorkers(node, parent));
+    WriteStderrLine("pslaunch: " + std::to_string(workers.size()) + " worker(s) on this host: " +
+                    workers.front().label + " to " + workers.back().label);
+    for (auto& p : workers) out.push_back(ToSupervised(std::move(p)));
+    return out;
+  }
   SYNCLINE_ASSIGN_OR_RETURN(PlannedProcess p, PlanNode(node, parent));
   if (node.role == Role::kScheduler) SYNCLINE_RETURN_IF_ERROR(CheckExecutable(bin_dir, kSchedulerBinary));
   if (node.role == Role::kServer) SYNCLINE_RETURN_IF_ERROR(CheckExecutable(bin_dir, kServerBinary));
@@ -345,7 +372,9 @@ int Main(int argc, char** argv) {
       "  local job:  pslaunch -w N -s M [OPTIONS] [--] COMMAND...\n"
       "  over ssh:   pslaunch --hosts H1,H2,... -w N -s M [OPTIONS] [--] COMMAND...\n"
       "  multi-host: pslaunch --role scheduler|server|worker --scheduler HOST:PORT -w N -s M [OPTIONS]"
-      " [[--] COMMAND...]",
+      " [[--] COMMAND...]\n"
+      "  a host's workers: pslaunch --role worker --scheduler HOST:PORT -w N -s M --local-workers L"
+      " --node-rank I [OPTIONS] [--] COMMAND...",
       "pslaunch"};
   Options o;
   DefineOptions(app, o);

@@ -242,6 +242,86 @@ TEST(LaunchPlanTest, NodeWorkerWithoutRankKeepsAnInheritedOne) {
   EXPECT_EQ(Get(p->spec.env, "SYNCLINE_WORKER_RANK"), "<unset>");
 }
 
+// A host of a multi-host job running several workers (the Helm chart's
+// processesPerPod, torchrun's --nproc-per-node): contiguous ranks by the
+// host's index, local ranks and size, each its own metrics port, and no
+// inherited port that all of them would bind.
+TEST(LaunchPlanTest, NodeWorkersOfOneHost) {
+  NodeJob job;
+  job.shape = Shape();
+  job.shape.num_workers = 6;
+  job.shape.metrics_port = 9100;
+  job.host = "10.0.0.9";
+  job.command = {"python", "train.py"};
+  job.local_workers = 2;
+  job.node_rank = 1;
+  Environment parent = UserEnv();
+  parent["SYNCLINE_PORT"] = "7000";
+  parent["BYTEPS_LOCAL_RANK"] = "5";
+  auto plan = PlanNodeWorkers(job, parent);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const PlannedProcess& p = (*plan)[i];
+    EXPECT_TRUE(p.primary);
+    EXPECT_EQ(p.label, "worker " + std::to_string(2 + i));
+    EXPECT_EQ(p.spec.argv, job.command);
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_WORKER_RANK"), std::to_string(2 + i));
+    EXPECT_EQ(Get(p.spec.env, "DMLC_WORKER_ID"), "<unset>");
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_LOCAL_RANK"), std::to_string(i));
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_LOCAL_SIZE"), "2");
+    EXPECT_EQ(Get(p.spec.env, "BYTEPS_LOCAL_RANK"), "<unset>");
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_HOST_LABEL"), "<unset>");  // a real host: registration tells it
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_HOST"), "10.0.0.9");
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_METRICS_PORT"), std::to_string(9100 + i));
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_PORT"), "<unset>");
+    EXPECT_EQ(Get(p.spec.env, "SYNCLINE_NUM_WORKERS"), "6");
+    EXPECT_TRUE(Settings::FromEnvironment(p.spec.env).ok()) << p.label;
+  }
+  // Without --metrics-port an inherited one is not given to both.
+  job.shape.metrics_port = 0;
+  parent["SYNCLINE_METRICS_PORT"] = "9100";
+  plan = PlanNodeWorkers(job, parent);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const PlannedProcess& p : *plan) EXPECT_EQ(Get(p.spec.env, "SYNCLINE_METRICS_PORT"), "<unset>") << p.label;
+  // The last host may hold the last ranks exactly.
+  job.node_rank = 2;
+  plan = PlanNodeWorkers(job, parent);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->back().label, "worker 5");
+}
+
+TEST(LaunchPlanTest, NodeWorkersRefuseRanksPastTheJobWithTheReason) {
+  NodeJob job;
+  job.shape = Shape();  // 3 workers
+  job.command = {"w"};
+  job.local_workers = 2;
+  auto message = [&job]() {
+    auto plan = PlanNodeWorkers(job, {});
+    return plan.ok() ? std::string("ok") : plan.status().message();
+  };
+  EXPECT_NE(message().find("needs --node-rank"), std::string::npos) << message();
+  job.node_rank = 1;  // ranks 2..3 of 3
+  EXPECT_NE(message().find("gives ranks 2..3, past --workers 3"), std::string::npos) << message();
+  job.node_rank = 0;
+  job.rank = 1;
+  EXPECT_NE(message().find("--rank names one worker"), std::string::npos) << message();
+  job.rank = -1;
+  job.local_workers = 4;
+  EXPECT_NE(message().find("must be in [1, --workers 3]"), std::string::npos) << message();
+  job.local_workers = 2;
+  job.command.clear();
+  EXPECT_NE(message().find("needs the worker command"), std::string::npos) << message();
+  job.command = {"w"};
+  job.role = Role::kServer;
+  EXPECT_NE(message().find("--role worker only"), std::string::npos) << message();
+  job.role = Role::kWorker;
+  job.shape.metrics_port = 65535;
+  EXPECT_NE(message().find("consecutive ports"), std::string::npos) << message();
+  job.shape.metrics_port = 0;
+  EXPECT_EQ(message(), "ok");
+}
+
 TEST(LaunchPlanTest, NodeSchedulerAndServer) {
   NodeJob job;
   job.shape = Shape();

@@ -181,6 +181,21 @@ TEST_F(PslaunchTest, MultiHostWorker) {
   EXPECT_TRUE(Contains(r.out, "[worker 3] worker 10.0.0.1:9000 3 10.0.0.7 s3cret 4\n")) << r.out;
 }
 
+TEST_F(PslaunchTest, MultiHostWorkersOfOneHost) {
+  Captured r = Pslaunch({"--role", "worker", "--scheduler", "10.0.0.1:9000", "-w", "4", "-s", "2", "--local-workers",
+                         "2", "--node-rank", "1", "--host", "10.0.0.7", "--token", "s3cret", "--", "sh", "-c",
+                         "echo rank $SYNCLINE_WORKER_RANK local $SYNCLINE_LOCAL_RANK of $SYNCLINE_LOCAL_SIZE at "
+                         "$SYNCLINE_HOST"});
+  EXPECT_EQ(r.status.ShellCode(), 0) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "[worker 2] rank 2 local 0 of 2 at 10.0.0.7\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "[worker 3] rank 3 local 1 of 2 at 10.0.0.7\n")) << r.out;
+  EXPECT_TRUE(Contains(r.err, "2 worker(s) on this host: worker 2 to worker 3")) << r.err;
+  // One failing worker of the host is the host's status, as in a local job.
+  r = Pslaunch({"--role", "worker", "--scheduler", "h:1", "-w", "2", "-s", "1", "--local-workers", "2",
+                "--node-rank", "0", "--", "sh", "-c", "exit $((3 + SYNCLINE_LOCAL_RANK))"});
+  EXPECT_TRUE(r.status.ShellCode() == 3 || r.status.ShellCode() == 4) << r.out << r.err;
+}
+
 TEST_F(PslaunchTest, MultiHostScheduler) {
   Captured r = Pslaunch({"--role", "scheduler", "--scheduler", "node1:9000", "-w", "4", "-s", "2"},
                         {{"SYNCLINE_JOB_TOKEN", "envtok"}});
@@ -293,6 +308,14 @@ TEST_F(PslaunchTest, UsageErrors) {
       {{"-w", "1", "-s", "1", "--env", "NOEQUALS", "--", "true"}, "NAME=VALUE"},
       {{"-w", "1", "-s", "1", "--env", "SYNCLINE_ROLE=server", "--", "true"}, "pslaunch sets this itself"},
       {{"-w", "1", "-s", "1", "--port", "5", "--role", "worker", "--scheduler", "h:1", "--", "true"}, "excludes"},
+      {{"-w", "2", "-s", "1", "--role", "worker", "--scheduler", "h:1", "--local-workers", "2", "--", "true"},
+       "--node-rank"},
+      {{"-w", "2", "-s", "1", "--local-workers", "2", "--node-rank", "0", "--", "true"}, "--role"},
+      {{"-w", "4", "-s", "1", "--role", "worker", "--scheduler", "h:1", "--local-workers", "2", "--node-rank", "2",
+        "--", "true"},
+       "past --workers 4"},
+      {{"-w", "2", "-s", "1", "--role", "server", "--scheduler", "h:1", "--local-workers", "2", "--node-rank", "0"},
+       "--role worker only"},
   };
   for (const Case& c : cases) {
     Captured r = Pslaunch(c.args);
