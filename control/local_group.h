@@ -33,6 +33,12 @@ std::string HostKeyOf(const proto::NodeInfo& worker);
 // book's, SchedulerClient::NodesOf); an error if that rank is not there.
 Result<LocalGroup> LocalGroupOf(const std::vector<proto::NodeInfo>& workers, int my_rank);
 
+// Every worker's host index (as LocalGroup::host), by rank: entry r is
+// worker r's, -1 where rank r is not among `workers`. One pass over the
+// address book, for a server that needs every worker's host at once; an
+// error for a rank outside [0, num_workers).
+Result<std::vector<int>> HostIndexByRank(const std::vector<proto::NodeInfo>& workers, int num_workers);
+
 // Where the launcher gave SYNCLINE_LOCAL_RANK / _SIZE (`given`) and they
 // differ from `group`: a sentence saying both, for a warning; else "".
 std::string LauncherDisagreement(const LocalGroup& group, bool given, int settings_local_rank,

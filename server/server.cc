@@ -131,15 +131,12 @@ void Server::RequestStop(const std::string& reason) { client_.Abort(reason); }
 
 Status Server::LearnContributors() {
   const std::vector<proto::NodeInfo>& workers = runtime_.peers();
+  // Every worker's host, in one pass over the address book.
+  SYNCLINE_ASSIGN_OR_RETURN(const std::vector<int> host_of, HostIndexByRank(workers, settings_.num_workers));
   std::vector<int> of_rank(settings_.num_workers, -1);
   std::vector<std::vector<int>> ranks_of;
   for (const auto& w : workers) {
-    if (w.rank() < 0 || w.rank() >= settings_.num_workers) return Internal("worker rank " + std::to_string(w.rank()) + " out of range");
-    int contributor = w.rank();
-    if (settings_.LocalReduceApplies()) {
-      SYNCLINE_ASSIGN_OR_RETURN(LocalGroup group, LocalGroupOf(workers, w.rank()));
-      contributor = group.host;
-    }
+    const int contributor = settings_.LocalReduceApplies() ? host_of[w.rank()] : w.rank();
     of_rank[w.rank()] = contributor;
     if (contributor >= static_cast<int>(ranks_of.size())) ranks_of.resize(contributor + 1);
     ranks_of[contributor].push_back(w.rank());

@@ -50,6 +50,17 @@ TEST(LocalGroupTest, LabelsSplitAMachineAndUnknownIdentitiesAreAlone) {
   EXPECT_FALSE(LocalGroupOf(workers, 9).ok());
 }
 
+TEST(LocalGroupTest, EveryRanksHostAtOnceAgreesWithEachWorkersGroup) {
+  const std::vector<proto::NodeInfo> workers = {WorkerOn(3, "b"), WorkerOn(0, "a"), WorkerOn(2, "a", "x"),
+                                                WorkerOn(1, "b"), WorkerOn(5, ""),  WorkerOn(4, "a")};
+  const std::vector<int> host_of = HostIndexByRank(workers, 7).value();
+  EXPECT_THAT(host_of, ElementsAre(0, 1, 2, 1, 0, 3, -1));  // rank 6 did not register
+  for (const auto& w : workers) EXPECT_EQ(host_of[w.rank()], LocalGroupOf(workers, w.rank()).value().host) << w.rank();
+  const auto past = HostIndexByRank(workers, 5);
+  ASSERT_FALSE(past.ok());
+  EXPECT_THAT(past.status().message(), HasSubstr("worker rank 5 out of range [0, 5)"));
+}
+
 TEST(LocalGroupTest, ALauncherThatDisagreesIsNamedOnlyWhereItSaidSomething) {
   LocalGroup g;
   g.local_rank = 1;
