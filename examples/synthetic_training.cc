@@ -79,7 +79,11 @@ Status Train(const Settings& settings, const Options& options) {
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, worker->Declare(t.name, t.dtype, t.elements));
     ids.push_back(id);
   }
-  std::printf("rank %d of %d: %zu tensors, %.2f MiB per round, %llu rounds%s\n", rank, workers, plan.size(),
+  // Where registration put this worker: its host among the job's worker
+  // hosts, and its local rank there (the hierarchical reduce's group).
+  const LocalGroup& group = worker->local_group();
+  std::printf("rank %d of %d (host %d of %d, local rank %d of %d): %zu tensors, %.2f MiB per round, %llu rounds%s\n",
+              rank, workers, group.host, group.num_hosts, group.local_rank, group.local_size, plan.size(),
               bytes_per_round / 1048576.0, static_cast<unsigned long long>(options.rounds),
               settings.async ? " (async: final value checked)" : "");
   std::fflush(stdout);

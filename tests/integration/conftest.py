@@ -82,11 +82,14 @@ class Cluster:
         log.flush()
         return (self.tmp_path / f"{name.replace(' ', '_')}.log").read_text()
 
-    def wait_all(self, timeout):
-        """Waits for every process; returns {name: exit code} (None if still running at the deadline)."""
+    def wait_all(self, timeout, skip=()):
+        """Waits for every process but those named in `skip` (a frozen one, say); returns
+        {name: exit code} (None if still running at the deadline)."""
         deadline = time.monotonic() + timeout
         codes = {}
         for name, (proc, _) in self.procs.items():
+            if name in skip:
+                continue
             try:
                 codes[name] = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -173,3 +173,33 @@ def test_killed_node_ends_the_job_with_its_name(cluster_factory, victim, transpo
         text = c.output(name)
         assert "presumed dead" in text and dead in text, (name, dead, text[-2000:])
 
+
+
+# Issue 29: a local peer dies or freezes inside local reduce. Four workers on two emulated hosts
+# (two each, labels "a" and "b"): each chunk of host "a" is pushed by worker 0 or worker 1 for
+# both, so the victim's host peer waits on its part. The job ends within the bounds of a remote
+# failure, every survivor names the victim.
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
+def test_a_dead_or_frozen_local_peer_ends_the_job_with_its_name(cluster_factory, sig):
+    c = cluster_factory(4, 1, **HEARTBEAT)
+    c.start_scheduler()
+    c.start_server(0)
+    for rank in range(4):
+        c.start_worker(rank, ["--rounds", "1000000", "--quiet", "--tensors", "fp32:50000,fp16:3000"],
+                       SYNCLINE_HOST_LABEL="ab"[rank // 2])
+    for rank in range(4):
+        assert c.wait_for_output(f"worker {rank}", "rounds", timeout=60), c.output(f"worker {rank}")
+    # Registration put workers 0 and 1 on one host: the reduce the victim takes part in is local.
+    assert "(host 0 of 2, local rank 1 of 2)" in c.output("worker 1"), c.output("worker 1")
+    time.sleep(0.5)
+    proc, _ = c.procs["worker 1"]
+    os.killpg(proc.pid, getattr(signal, sig))
+    hit_at = time.monotonic()
+    codes = c.wait_all(timeout=15, skip={"worker 1"})  # a frozen victim never exits (the fixture kills it)
+    elapsed = time.monotonic() - hit_at
+    assert all(code is not None for code in codes.values()), f"hung: {codes}"
+    assert all(code != 0 for code in codes.values()), codes
+    assert elapsed < 1.5 + 2.0, elapsed  # heartbeat timeout (1.5 s) plus detection tick and exit
+    for name in codes:
+        text = c.output(name)
+        assert "worker 1 (node" in text and ("presumed dead" in text or "ended the job" in text), (name, text[-2000:])
