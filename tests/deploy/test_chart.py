@@ -277,6 +277,56 @@ def test_metrics_profile_serves_metrics_on_every_role():
         assert ports["metrics"] == 9400
 
 
+def test_several_workers_per_pod_run_under_pslaunch_with_contiguous_ranks():
+    """worker.processesPerPod L: numWorkers / L pods, each `pslaunch --local-workers L --node-rank <index>`."""
+    objects = render("--set", "numWorkers=6,numServers=2,worker.processesPerPod=3")
+    worker = job(objects, "worker")
+    assert worker["spec"]["completions"] == worker["spec"]["parallelism"] == 2
+    assert worker["spec"]["completionMode"] == "Indexed"
+    c = container(objects, "worker")
+    command = c["command"]
+    assert command[:3] == ["pslaunch", "--role", "worker"]
+    flags = dict(zip(command[3:command.index("--"):2], command[4:command.index("--"):2]))
+    assert flags == {"--scheduler": "$(DMLC_PS_ROOT_URI):$(DMLC_PS_ROOT_PORT)", "--workers": "$(DMLC_NUM_WORKER)",
+                     "--servers": "$(DMLC_NUM_SERVER)", "--local-workers": "3",
+                     "--node-rank": "$(JOB_COMPLETION_INDEX)"}
+    # The user's command follows, its arguments as they were.
+    assert command[command.index("--") + 1:] == ["syncline-example-training"]
+    assert c["args"] == ["--rounds", "50", "--values", "exact"]
+    env = env_of(objects, "worker")
+    assert "DMLC_WORKER_ID" not in env  # pslaunch gives each worker its rank
+    assert env["DMLC_NUM_WORKER"] == "6"  # every worker process counts
+    assert env["SYNCLINE_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    # One per pod stays as it was.
+    one = container(render("--set", "numWorkers=6"), "worker")
+    assert one["command"] == ["syncline-example-training"]
+
+
+def test_several_workers_per_pod_each_serve_metrics_on_their_own_port():
+    objects = render(*profile("metrics-values.yaml"), "--set", "numWorkers=4,worker.processesPerPod=2",
+                     "--api-versions", SERVICE_MONITOR_API)
+    command = container(objects, "worker")["command"]
+    assert command[command.index("--metrics-port") + 1] == "9400"
+    assert "SYNCLINE_METRICS_PORT" not in env_of(objects, "worker")  # pslaunch sets 9400 + local rank
+    ports = {p["name"]: p["containerPort"] for p in container(objects, "worker")["ports"]}
+    assert ports == {"metrics": 9400, "metrics-1": 9401}
+    found = by_kind_name(objects)
+    service = {p["name"]: (p["port"], p["targetPort"]) for p in found[("Service", "r-syncline-workers")]["spec"]["ports"]}
+    assert service == {"metrics": (9400, "metrics"), "metrics-1": (9401, "metrics-1")}
+    servers = {p["name"] for p in found[("Service", "r-syncline-servers")]["spec"]["ports"]}
+    assert servers == {"metrics"}
+    endpoints = [e["port"] for e in found[("ServiceMonitor", "r-syncline")]["spec"]["endpoints"]]
+    assert endpoints == ["metrics", "metrics-1"]
+    assert container(objects, "server")["env"] and env_of(objects, "server")["SYNCLINE_METRICS_PORT"] == "9400"
+
+
+@pytest.mark.parametrize("sets", ["numWorkers=5,worker.processesPerPod=2", "numWorkers=2,worker.processesPerPod=4"])
+def test_processes_per_pod_must_divide_the_workers(sets):
+    proc = helm("template", "r", str(CHART), "--set", sets, check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "worker.processesPerPod" in proc.stderr and "must divide numWorkers" in proc.stderr, proc.stderr
+
+
 def test_metrics_are_off_by_default():
     objects = render()
     for role in ROLES:
@@ -405,6 +455,7 @@ def test_extra_env_is_appended_for_all_roles():
     (("--set", "scheduler.port=70000"), "port"),
     (("--set-string", "numWorkers=two"), "numWorkers"),
     (("--set-json", "worker.command=[]"), "command"),
+    (("--set", "worker.processesPerPod=0"), "processesPerPod"),
     (("--set", "metrics.serviceMonitor.interval=often"), "interval"),
     (("--set", "extraEnv[0].name=OMP_NUM_THREADS,extraEnv[0].value=2"), "extraEnv"),  # not a string: use --set-string
 ])

@@ -106,6 +106,29 @@ def test_rendered_job_runs_from_the_image_and_checks_exact_sums(image, tmp_path,
     assert "job finished" in output_of(out, "scheduler")
 
 
+def test_pods_of_two_workers_reduce_within_the_pod_and_check_exact_sums(image, tmp_path):
+    # worker.processesPerPod 2: each of the 2 worker pods runs pslaunch, which starts 2 workers; the
+    # workers of a pod are one host (registration: the containers' PID namespaces differ), so each
+    # pod's pair reduces locally and one copy leaves the pod.
+    code, out, statuses = run_job(image, tmp_path, "numServers: 1\nnumWorkers: 4\nworker:\n  processesPerPod: 2\n")
+    assert statuses == {"scheduler": 0, "server 0": 0, "worker 0": 0, "worker 1": 0}, out[-6000:]
+    assert code == 0, out[-6000:]
+    digests = set()
+    for pod in range(2):
+        text = output_of(out, f"worker {pod}")
+        for local in range(2):
+            rank = 2 * pod + local
+            mine = output_of(text, f"worker {rank}")  # pslaunch's own prefix inside the pod
+            assert f"rank {rank} of 4 (host {pod} of 2, local rank {local} of 2)" in mine, text
+            last = re.findall(r"^round (\d+)/(\d+): .*, verified$", mine, re.M)
+            assert last and last[-1][0] == last[-1][1], mine
+            done = re.search(r"^done: (\d+) rounds, .* result digest ([0-9a-f]{16})$", mine, re.M)
+            assert done, mine
+            digests.add(done.group(2))
+    assert len(digests) == 1, f"the workers pulled different results: {digests}"
+    assert "all 4 workers and 1 servers registered" in output_of(out, "scheduler")
+
+
 def test_a_failing_worker_fails_every_container(image, tmp_path):
     values = yaml.safe_dump({
         "numServers": 2,

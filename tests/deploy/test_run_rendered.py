@@ -138,3 +138,22 @@ def test_the_chart_renders_pods_the_runner_can_play():
     assert [containers[f"worker {i}"].env["DMLC_WORKER_ID"] for i in range(2)] == ["0", "1"]
     assert containers["scheduler"].entrypoint == "syncline-scheduler"
     assert containers["server 1"].entrypoint == "syncline-server"
+
+
+def test_the_runner_plays_pods_of_several_workers():
+    helm = rr.find_helm()
+    if not helm or not CHART.is_dir():
+        pytest.skip("no helm or no chart at deploy/helm/syncline: run scripts/setup-deploy-tools")
+    sets = ["numServers=1", "numWorkers=4", "worker.processesPerPod=2", "jobToken=t0k", "scheduler.port=9321"]
+    proc = subprocess.run([helm, "template", "r", str(CHART), *sum((["--set", s] for s in sets), [])],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    containers = planned(proc.stdout)
+    assert sorted(containers) == ["scheduler", "server 0", "worker 0", "worker 1"]  # two pods of two workers
+    for i in range(2):
+        w = containers[f"worker {i}"]
+        assert w.entrypoint == "pslaunch"
+        assert w.args[:w.args.index("--")] == [
+            "--role", "worker", "--scheduler", "r-syncline-scheduler:9321", "--workers", "4", "--servers", "1",
+            "--local-workers", "2", "--node-rank", str(i)]
+        assert "DMLC_WORKER_ID" not in w.env

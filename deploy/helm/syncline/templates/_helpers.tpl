@@ -64,7 +64,9 @@ Argument: dict "root" $ "role" "scheduler|server|worker".
   value: {{ int $v.numWorkers | quote }}
 - name: DMLC_NUM_SERVER
   value: {{ int $v.numServers | quote }}
-{{- if eq .role "worker" }}
+{{- /* A pod of several workers: pslaunch gives each its rank (and metrics port). */}}
+{{- $onePerPod := or (ne .role "worker") (eq (int $v.worker.processesPerPod) 1) }}
+{{- if and (eq .role "worker") $onePerPod }}
 - name: DMLC_WORKER_ID
   valueFrom:
     fieldRef:
@@ -87,7 +89,7 @@ Argument: dict "root" $ "role" "scheduler|server|worker".
       key: {{ include "syncline.tokenSecretKey" $root }}
 - name: SYNCLINE_TRANSPORT
   value: {{ $v.transport | quote }}
-{{- if $v.metrics.enabled }}
+{{- if and $v.metrics.enabled $onePerPod }}
 - name: SYNCLINE_METRICS_PORT
   value: {{ int $v.metrics.port | quote }}
 {{- end }}
@@ -171,7 +173,9 @@ spec:
       {{- end }}
       {{- $ports := .ports | default list }}
       {{- if $v.metrics.enabled }}
-      {{- $ports = append $ports (dict "name" "metrics" "containerPort" (int $v.metrics.port) "protocol" "TCP") }}
+      {{- range (include "syncline.metricsPorts" (dict "root" $root "role" .role) | fromJsonArray) }}
+      {{- $ports = append $ports (dict "name" .name "containerPort" (int .port) "protocol" "TCP") }}
+      {{- end }}
       {{- end }}
       {{- with $ports }}
       ports:
@@ -225,4 +229,48 @@ activeDeadlineSeconds: {{ int . }}
 {{- if not (kindIs "invalid" .Values.ttlSecondsAfterFinished) }}
 ttlSecondsAfterFinished: {{ int .Values.ttlSecondsAfterFinished }}
 {{- end }}
+{{- end }}
+
+{{/*
+Worker pods: numWorkers / worker.processesPerPod, refused unless it divides.
+*/}}
+{{- define "syncline.workerPods" -}}
+{{- $perPod := int .Values.worker.processesPerPod }}
+{{- $workers := int .Values.numWorkers }}
+{{- if or (gt $perPod $workers) (ne (mod $workers $perPod) 0) }}
+{{- fail (printf "worker.processesPerPod (%d) must divide numWorkers (%d): every worker pod runs the same number of workers" $perPod $workers) }}
+{{- end }}
+{{- div $workers $perPod }}
+{{- end }}
+
+{{/*
+The metrics ports of one role's pod, as a JSON list of {name, port}:
+"metrics" on metrics.port, and for a worker pod of L > 1 processes also
+"metrics-1" .. "metrics-<L-1>" on the ports after it (pslaunch's
+--metrics-port gives local rank i port + i). Argument: dict "root" $ "role" R.
+*/}}
+{{- define "syncline.metricsPorts" -}}
+{{- $v := .root.Values }}
+{{- $ports := list (dict "name" "metrics" "port" (int $v.metrics.port)) }}
+{{- if eq .role "worker" }}
+{{- range $i := untilStep 1 (int $v.worker.processesPerPod) 1 }}
+{{- $ports = append $ports (dict "name" (printf "metrics-%d" $i) "port" (add (int $v.metrics.port) $i)) }}
+{{- end }}
+{{- end }}
+{{- toJson $ports }}
+{{- end }}
+
+{{/*
+The command of a worker pod of several workers: pslaunch starts
+worker.processesPerPod copies of worker.command on the pod, ranks
+<index> * L + 0..L-1 (torchrun's --nproc-per-node and --node-rank). The
+scheduler's address, the counts and the token come from the pod's env.
+*/}}
+{{- define "syncline.workerPodCommand" -}}
+{{- $v := .Values }}
+{{- $cmd := list "pslaunch" "--role" "worker" "--scheduler" "$(DMLC_PS_ROOT_URI):$(DMLC_PS_ROOT_PORT)" "--workers" "$(DMLC_NUM_WORKER)" "--servers" "$(DMLC_NUM_SERVER)" "--local-workers" (toString (int $v.worker.processesPerPod)) "--node-rank" "$(JOB_COMPLETION_INDEX)" }}
+{{- if $v.metrics.enabled }}
+{{- $cmd = concat $cmd (list "--metrics-port" (toString (int $v.metrics.port))) }}
+{{- end }}
+{{- toJson (concat $cmd (list "--") $v.worker.command) }}
 {{- end }}
