@@ -1,9 +1,12 @@
 """A Syncline job across the hosts of an EmulatedCluster: one `pslaunch --role ...`
 per process, each advertising its host's address, all pointed at the scheduler's.
 
-Layouts (host 0 is always the scheduler's):
-  separate:  servers on hosts 1..M, workers on hosts M+1..M+N   (1 + M + N hosts)
-  colocate:  workers on hosts 1..N, server j beside worker j    (1 + N hosts, M <= N)
+Layouts (host 0 is always the scheduler's), with H worker hosts of L workers each (N = H * L;
+L = 1 unless per_host says otherwise):
+  separate:  servers on hosts 1..M, worker hosts M+1..M+H       (1 + M + H hosts)
+  colocate:  worker hosts 1..H, server j on worker host j        (1 + H hosts, M <= H)
+Worker r is on worker host r // L, local rank r % L. A host of several workers runs one
+`pslaunch --role worker --local-workers L --node-rank h`, which starts them.
 """
 import os
 import re
@@ -34,20 +37,27 @@ class Layout:
     workers: int
     servers: int
     colocate: bool = False
+    per_host: int = 1  # workers on each worker host
 
     def __post_init__(self):
-        if self.colocate and self.servers > self.workers:
-            raise ValueError("colocated servers need a worker host each (servers <= workers)")
+        if self.per_host < 1 or self.workers % self.per_host:
+            raise ValueError(f"{self.workers} workers do not split into hosts of {self.per_host}")
+        if self.colocate and self.servers > self.worker_hosts:
+            raise ValueError("colocated servers need a worker host each (servers <= worker hosts)")
+
+    @property
+    def worker_hosts(self):
+        return self.workers // self.per_host
 
     @property
     def hosts(self):
-        return 1 + self.workers + (0 if self.colocate else self.servers)
+        return 1 + self.worker_hosts + (0 if self.colocate else self.servers)
 
     def server_host(self, j):
         return 1 + j
 
     def worker_host(self, r):
-        return 1 + r + (0 if self.colocate else self.servers)
+        return 1 + r // self.per_host + (0 if self.colocate else self.servers)
 
 
 @dataclass
@@ -56,7 +66,7 @@ class Job:
     layout: Layout
     scheduler: object = None
     servers: list = field(default_factory=list)
-    workers: list = field(default_factory=list)
+    workers: list = field(default_factory=list)  # one pslaunch per worker host (each of its workers)
 
     @property
     def procs(self):
@@ -95,10 +105,14 @@ def start_job(cluster, layout, worker_command, env=None, timeout=240):
         h = layout.server_host(j)
         job.servers.append(cluster.start(h, [pslaunch, "--role", "server", *common, "--host", cluster.address(h)],
                                          env, name=f"server-{j}"))
-    for r in range(layout.workers):
-        h = layout.worker_host(r)
+    for node in range(layout.worker_hosts):
+        first = node * layout.per_host
+        h = layout.worker_host(first)
+        place = ["--rank", first] if layout.per_host == 1 else \
+            ["--local-workers", layout.per_host, "--node-rank", node]
+        name = f"worker-{first}" if layout.per_host == 1 else f"workers-{first}-{first + layout.per_host - 1}"
         job.workers.append(cluster.start(h, [pslaunch, "--role", "worker", *common, "--host", cluster.address(h),
-                                             "--rank", r, "--", *worker_command], env, name=f"worker-{r}"))
+                                             *place, "--", *worker_command], env, name=name))
     return job
 
 

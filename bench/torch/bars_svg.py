@@ -36,7 +36,8 @@ def main():
             baseline = row.get("baseline", "DDP")
     bar_w, gap, left, top, height = 26, 34, 60, 40, 260
     configs = list(dict.fromkeys(c for _, med in groups for c in med))
-    width = left + sum(len(med) * bar_w + gap for _, med in groups) + 20
+    # At least as wide as the title line.
+    width = max(620, left + sum(len(med) * bar_w + gap for _, med in groups) + 20)
     legend_h = 22 * len(configs)
     what = {"DDP": "PyTorch DDP (gloo)", "MWMS": "TensorFlow's MultiWorkerMirroredStrategy"}.get(baseline, baseline)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + height + 70 + legend_h}" '

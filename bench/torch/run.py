@@ -20,6 +20,11 @@ long, e.g. bounded staleness against bsp with a sleep standing for the accelerat
 
   sudo bench/torch/run.py cluster --models mlp5m --configs compute,server --compute-ms 200 \
       --straggler rotating --variant "ssp:SYNCLINE_SYNC_MODE=ssp"
+Hosts of several workers (hierarchical reduce: a host's workers sum among themselves and one copy of
+each gradient leaves the host), against flat pushes and DDP on the same hosts:
+
+  sudo bench/torch/run.py cluster --workers-per-host 2 --models mlp25m,resnet18 \
+      --variant "flat:SYNCLINE_LOCAL_REDUCE=0" --configs compute,ddp,server
 Loopback, the workers split into emulated hosts (pslaunch --emulated-hosts; local reduce among each
 host's workers), against flat pushes:
 
@@ -189,15 +194,18 @@ class Cluster:
         self.jobs, self.netcluster, self.a = jobs, netcluster, a
         self.configs = with_hooks(
             with_variants(("compute-only", a.fw.baseline, "Syncline, server hosts", "Syncline, colocated"), a), a)
-        self.separate = jobs.Layout(a.workers, a.workers)          # 4 server hosts, 4 worker hosts
-        self.colocated = jobs.Layout(a.workers, a.workers, colocate=True)
+        # As many server hosts as worker hosts (4 and 4 by default), L workers on each worker host.
+        hosts, per_host = a.workers // a.workers_per_host, a.workers_per_host
+        self.separate = jobs.Layout(a.workers, hosts, per_host=per_host)
+        self.colocated = jobs.Layout(a.workers, hosts, colocate=True, per_host=per_host)
 
     def __enter__(self):
         kwargs = {} if self.a.queue_ms is None else {"queue_ms": self.a.queue_ms}
         self.c = self.netcluster.EmulatedCluster(self.separate.hosts, rate=self.a.rate, timeout=self.a.timeout, **kwargs)
         self.c.__enter__()
         log(f"emulated cluster: {self.separate.hosts} hosts, links {self.netcluster.format_rate(self.c.rate)} "
-            f"each way; {self.a.workers} workers")
+            f"each way; {self.a.workers} workers, {self.separate.per_host} on each of {self.separate.worker_hosts} "
+            f"worker hosts")
         return self
 
     def __exit__(self, *exc):
@@ -227,7 +235,7 @@ class Cluster:
         before, after = before_both["dropped"], after_both["dropped"]
         layout = self.layout(config)
         workers = {layout.worker_host(r) for r in range(self.a.workers)}
-        servers = {layout.server_host(j) for j in range(self.a.workers)} - workers
+        servers = {layout.server_host(j) for j in range(layout.servers)} - workers
         def per_step(hosts, way):
             return sum(after[k] - before[k] for k in after if k[0] in hosts and k[1] == way) / steps
         text = f"{sum(after[k] - before[k] for k in after) / steps:8.0f} packets dropped by the links per step " \
@@ -275,7 +283,7 @@ class Cluster:
         if any(code != 0 for code in codes):
             raise RuntimeError(f"{config}: " + "; ".join(
                 f"{p.name}: exit {code}\n{p.output()[-2000:]}" for p, code in zip(job.procs, codes) if code != 0))
-        return results("".join(p.output() for p in job.workers), n, config)
+        return results("".join(p.output() for p in job.workers), n, config)  # a JSON line per worker
 
 
 def bench(platform, a):
@@ -347,6 +355,8 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--workers", type=int)
     p.add_argument("--servers", type=int, default=1, help="loopback: servers")
+    p.add_argument("--workers-per-host", type=int, default=1,
+                   help="cluster: workers on each worker host (a host's GPUs; Syncline reduces among them first)")
     p.add_argument("--rate", default="1gbit", help="cluster: link rate each way")
     p.add_argument("--timeout", type=float, default=5400, help="cluster: the whole run's deadline")
     p.add_argument("--queue-ms", type=float, help="cluster: depth of each link's queue, in ms at the link rate "
@@ -376,7 +386,9 @@ def main(argv=None):
     a.env = dict(item.split("=", 1) for item in a.env)
     a.variants = {"": a.env, **parse_variants(a.variant, a.env)}
     cluster = a.where == "cluster"
-    a.workers = a.workers or (4 if cluster else 2)
+    a.workers = a.workers or (4 * a.workers_per_host if cluster else 2)
+    if a.workers % a.workers_per_host:
+        sys.exit(f"--workers {a.workers} do not split into hosts of --workers-per-host {a.workers_per_host}")
     a.fw = FRAMEWORKS[a.framework]
     a.ddp_hooks = [h.strip() for h in a.ddp_hooks.split(",") if h.strip()]
     if a.ddp_hooks and a.framework != "torch":
