@@ -2,7 +2,8 @@
 """Emulated cluster: run Syncline across K hosts that are network namespaces on
 this machine, each behind a rate-limited link (tc tbf, both directions).
 
-  cluster.py run-job [--colocate] [--rate 1gbit]   the verified 7-host job (5 hosts colocated)
+  cluster.py run-job [--colocate] [--rate 1gbit] [--workers-per-host L]
+                                                   the verified 7-host job (5 hosts colocated)
   cluster.py bench [--rates 1gbit,5gbit,25gbit]    transport benchmark next to the link rate
   cluster.py exec --hosts K [--rate R] -- CMD...   CMD in every host ({addr}, {host}, {addrs} filled in)
   cluster.py cleanup [--run-id ID] [--stale]       remove what a killed run left behind
@@ -48,12 +49,12 @@ def tail(text, lines=30):
 # ---- run-job ------------------------------------------------------------------------------------
 
 def run_job(a):
-    layout = jobs.Layout(a.workers, a.servers, a.colocate)
+    layout = jobs.Layout(a.workers, a.servers, a.colocate, per_host=a.workers_per_host)
     command = [jobs.binary("syncline-example-training"), "--rounds", a.rounds, "--quiet", "--tensors", a.tensors]
     env = dict(a.env, **({"SYNCLINE_PARTITION_BYTES": a.partition_bytes} if a.partition_bytes else {}))
     with emulated_cluster(a, layout.hosts, a.rate) as c:
         log(f"emulated cluster {c.run_id}: {layout.hosts} hosts in {c.net}, links {format_rate(c.rate)} "
-            f"each way (tbf); {a.workers} workers, {a.servers} servers"
+            f"each way (tbf); {a.workers} workers ({layout.per_host} per worker host), {a.servers} servers"
             f"{' colocated with workers' if a.colocate else ' on their own hosts'}")
         start = time.monotonic()
         job = jobs.start_job(c, layout, command, env, timeout=max(10, c.remaining() - 15))
@@ -62,9 +63,9 @@ def run_job(a):
         codes = job.wait(c.remaining() - 10)
         elapsed = time.monotonic() - start
         problems = jobs.check_training(job, codes, a.rounds)
-        for r, p in enumerate(job.workers):
-            done = [line for line in p.output().splitlines() if "done:" in line]
-            log(done[-1] if done else f"[worker {r}] (no result)")
+        for r in range(layout.workers):
+            done = [line for line in jobs.worker_lines(job, r) if "done:" in line]
+            log(f"[worker {r}] " + (done[-1] if done else "(no result)"))
         log("link counters (bytes through each shaper; up = host -> bridge):")
         for h in range(layout.hosts):
             s = c.link_stats(h)
@@ -278,6 +279,8 @@ def main(argv=None):
     p = sub.add_parser("run-job", help="the verified Syncline job across emulated hosts")
     common(p)
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--workers-per-host", type=int, default=1,
+                   help="workers on each worker host (one pslaunch --local-workers each; they reduce locally)")
     p.add_argument("--servers", type=int, default=2)
     p.add_argument("--colocate", action="store_true", help="servers on the worker hosts")
     p.add_argument("--rounds", type=int, default=30)

@@ -125,22 +125,28 @@ def describe(job):
     return rows
 
 
+def worker_lines(job, rank):
+    """What worker `rank` printed: pslaunch prefixes each line with "[worker R] ", also where
+    one pslaunch runs several workers of a host."""
+    prefix = f"[worker {rank}] "
+    return [line[len(prefix):] for p in job.workers for line in p.output().splitlines() if line.startswith(prefix)]
+
+
 def check_training(job, codes, rounds):
     """Problems with a finished syncline-example-training job (empty: every worker
     verified every sum of `rounds` rounds and all pulled bit-identical results)."""
     problems = []
-    names = ["scheduler"] + [f"server {j}" for j in range(len(job.servers))] + \
-            [f"worker {r}" for r in range(len(job.workers))]
+    names = ["scheduler"] + [f"server {j}" for j in range(len(job.servers))] + [p.name for p in job.workers]
     for name, code in zip(names, codes):
         if code != 0:
             problems.append(f"{name}: {'still running at the deadline or after another failed (stopped)' if code is None else f'exit status {code}'}")
     digests = []
-    for r, p in enumerate(job.workers):
-        out = p.output()
+    for r in range(job.layout.workers):
+        out = "\n".join(worker_lines(job, r))
         if out.count(f"done: {rounds} rounds") != 1:
             problems.append(f"worker {r} did not print 'done: {rounds} rounds'")
         digests += re.findall(r"result digest ([0-9a-f]{16})", out)
-    if len(digests) != len(job.workers) or len(set(digests)) != 1:
+    if len(digests) != job.layout.workers or len(set(digests)) != 1:
         problems.append(f"result digests differ or are missing: {digests}")
     return problems
 

@@ -132,6 +132,35 @@ def test_seven_hosts_exact_sums():
     assert leftovers(rid) == []
 
 
+def worker_host_bytes_up(out):
+    """{host: MB sent} of the hosts that ran workers, from run-job's link counters."""
+    hosts = {int(h) for h in re.findall(r"^  worker \d+ +host (\d+) ", out, re.M)}
+    return {int(h): float(u) for h, u in re.findall(r"host (\d+) \S+ +up +([\d.]+) MB", out) if int(h) in hosts}
+
+
+def test_hosts_of_two_workers_send_one_copy_of_each_gradient():
+    # Issue 29: 4 workers, 2 on each of 2 worker hosts, 2 server hosts. With local reduce (the
+    # default) a host's two workers sum each chunk between them and one copy leaves the host each
+    # way; flat (SYNCLINE_LOCAL_REDUCE=0), each pushes its own: twice the bytes on the host's link.
+    # Both check every sum exactly.
+    sent = {}
+    for mode, extra in (("hierarchical", []), ("flat", ["--env", "SYNCLINE_LOCAL_REDUCE=0"])):
+        rid = run_id()
+        proc = subprocess.run([*CLUSTER, "run-job", "--run-id", rid, "--workers", "4", "--workers-per-host", "2",
+                               "--timeout", "200", *extra],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
+        assert proc.returncode == 0, proc.stdout
+        check_job_output(proc.stdout, workers=4, rounds=30)
+        assert "5 hosts" in proc.stdout and "(2 per worker host)" in proc.stdout, proc.stdout
+        sent[mode] = worker_host_bytes_up(proc.stdout)
+        assert sorted(sent[mode]) == [3, 4], proc.stdout
+        assert leftovers(rid) == []
+    # One copy: 4.4 MiB x 30 rounds (plus headers) from each worker host; flat sends two.
+    for host in (3, 4):
+        assert 130 < sent["hierarchical"][host] < 200, sent
+        assert 0.4 < sent["hierarchical"][host] / sent["flat"][host] < 0.6, sent
+
+
 def test_servers_colocated_with_workers():
     rid = run_id()
     proc = subprocess.run([*CLUSTER, "run-job", "--run-id", rid, "--colocate", "--rounds", "10", "--timeout", "200"],
