@@ -63,6 +63,29 @@ def test_two_workers_train_the_digits_model(tmp_path, loop):
             assert np.array_equal(weights[0][name], weights[1][name]), f"osp: weight {name} differs between workers"
 
 
+def test_two_workers_a_host_train_as_flat_training_does(tmp_path):
+    """Issue 29 through syncline.tensorflow: four workers on two emulated hosts, each host summing its
+    two workers' gradients before they leave it (local reduce, the default), train the digits model
+    (DistributedGradientTape) to the weights of flat training, up to the grouping of the additions;
+    every worker ends with the same weights."""
+    weights = {}
+    for local_reduce in (1, 0):
+        save = str(tmp_path / f"local{local_reduce}-{{rank}}.npz")
+        code, out = run_job(4, [TF_EXAMPLES["tape"], "--epochs", "3", "--save", save], emulated_hosts=2, timeout=400,
+                            env={"SYNCLINE_DETERMINISTIC": 1, "SYNCLINE_LOCAL_REDUCE": local_reduce})
+        assert code == 0, out
+        assert ("local rank 1 of 2 on worker host 1 of 2 (local reduce)" in out) == bool(local_reduce), out
+        losses = conftest.epoch_losses(worker_lines(out, 0))
+        assert len(losses) == 3 and losses[-1] < 0.5 * losses[0], losses
+        runs = [np.load(save.format(rank=r)) for r in range(4)]
+        for other in runs[1:]:
+            for name in runs[0].files:
+                assert np.array_equal(runs[0][name], other[name]), f"weight {name} differs between the workers"
+        weights[local_reduce] = runs[0]
+    for name in weights[0].files:
+        assert np.allclose(weights[1][name], weights[0][name], rtol=1e-3, atol=1e-5), name
+
+
 def test_calls_before_init_raise():
     probe = """
 import syncline.tensorflow as bps
