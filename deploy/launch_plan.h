@@ -101,9 +101,9 @@ Result<PlannedProcess> PlanNode(const NodeJob& job, const Environment& parent);
 // The `local_workers` workers of one host of a multi-host job (`pslaunch
 // --role worker --local-workers L --node-rank I`), every one primary. Each
 // gets its rank, SYNCLINE_LOCAL_RANK/_SIZE, and the metrics port plus its
-// local rank (none inherited: they would all bind one port). REQUIRES
-// role == kWorker; node_rank >= 0 and (node_rank + 1) * local_workers <=
-// num_workers, else an error.
+// local rank (none inherited: they would all bind one port). An error
+// unless role is kWorker, node_rank >= 0 and (node_rank + 1) * local_workers
+// <= num_workers.
 Result<std::vector<PlannedProcess>> PlanNodeWorkers(const NodeJob& job, const Environment& parent);
 
 // "K=V" -> {K, V}. K must be a valid variable name; V may be empty.

@@ -327,6 +327,14 @@ def test_processes_per_pod_must_divide_the_workers(sets):
     assert "worker.processesPerPod" in proc.stderr and "must divide numWorkers" in proc.stderr, proc.stderr
 
 
+def test_metrics_ports_of_a_pod_of_several_workers_must_fit():
+    sets = "numWorkers=4,worker.processesPerPod=2,metrics.enabled=true"
+    proc = helm("template", "r", str(CHART), "--set", sets + ",metrics.port=65535", check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "is past 65535" in proc.stderr, proc.stderr
+    assert helm("template", "r", str(CHART), "--set", sets + ",metrics.port=65534").returncode == 0
+
+
 def test_metrics_are_off_by_default():
     objects = render()
     for role in ROLES:

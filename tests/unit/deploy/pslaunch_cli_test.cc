@@ -190,10 +190,11 @@ TEST_F(PslaunchTest, MultiHostWorkersOfOneHost) {
   EXPECT_TRUE(Contains(r.out, "[worker 2] rank 2 local 0 of 2 at 10.0.0.7\n")) << r.out;
   EXPECT_TRUE(Contains(r.out, "[worker 3] rank 3 local 1 of 2 at 10.0.0.7\n")) << r.out;
   EXPECT_TRUE(Contains(r.err, "2 worker(s) on this host: worker 2 to worker 3")) << r.err;
-  // One failing worker of the host is the host's status, as in a local job.
+  // The first worker of the host to fail stops the other and gives pslaunch its status, as in a
+  // local job.
   r = Pslaunch({"--role", "worker", "--scheduler", "h:1", "-w", "2", "-s", "1", "--local-workers", "2",
-                "--node-rank", "0", "--", "sh", "-c", "exit $((3 + SYNCLINE_LOCAL_RANK))"});
-  EXPECT_TRUE(r.status.ShellCode() == 3 || r.status.ShellCode() == 4) << r.out << r.err;
+                "--node-rank", "0", "--", "sh", "-c", "[ $SYNCLINE_LOCAL_RANK = 1 ] && exit 3; exec sleep 30"});
+  EXPECT_EQ(r.status.ShellCode(), 3) << r.out << r.err;
 }
 
 TEST_F(PslaunchTest, MultiHostScheduler) {

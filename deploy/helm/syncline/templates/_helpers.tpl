@@ -251,6 +251,10 @@ The metrics ports of one role's pod, as a JSON list of {name, port}:
 */}}
 {{- define "syncline.metricsPorts" -}}
 {{- $v := .root.Values }}
+{{- $last := add (int $v.metrics.port) (int $v.worker.processesPerPod) -1 }}
+{{- if and (eq .role "worker") (gt (int $last) 65535) }}
+{{- fail (printf "metrics.port (%d) + worker.processesPerPod (%d) - 1 is past 65535: local rank i of a worker pod serves on metrics.port + i" (int $v.metrics.port) (int $v.worker.processesPerPod)) }}
+{{- end }}
 {{- $ports := list (dict "name" "metrics" "port" (int $v.metrics.port)) }}
 {{- if eq .role "worker" }}
 {{- range $i := untilStep 1 (int $v.worker.processesPerPod) 1 }}
