@@ -19,17 +19,13 @@
 // Every line the children print comes out on stdout prefixed with who printed
 // it; pslaunch's own notices go to stderr. See deploy/README.md for the exit
 // codes and the environment each child gets.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -41,6 +37,7 @@
 #include "deploy/remote_job.h"
 #include "deploy/remote_shell.h"
 #include "deploy/supervisor.h"
+#include "deploy/token_file.h"
 
 namespace syncline::deploy {
 namespace {
@@ -193,42 +190,6 @@ Status CheckExecutable(const std::string& dir, const char* name) {
   if (access(path.c_str(), X_OK) == 0) return Status::Ok();
   return NotFound(std::string(name) + " not found (or not executable) in " + dir +
                   "; build it next to pslaunch or pass --bin-dir");
-}
-
-// The whole file less a final newline ("\n" or "\r\n"): a token written by
-// `openssl rand -hex 16 > FILE` or an editor reads back as typed.
-Result<std::string> ReadTokenFile(const std::string& path) {
-  constexpr size_t kMaxToken = 4096;
-  auto unreadable = [&path](const char* why) {
-    return InvalidArgument("--token-file " + path + ": cannot read the job token: " + why);
-  };
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return unreadable(std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return unreadable("not a regular file");
-  }
-  std::string token;
-  char buf[1024];
-  ssize_t n = 0;
-  while (token.size() <= kMaxToken && (n = read(fd, buf, sizeof(buf))) != 0) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    token.append(buf, static_cast<size_t>(n));
-  }
-  const int read_errno = errno;
-  close(fd);
-  if (n < 0) return unreadable(std::strerror(read_errno));
-  if (!token.empty() && token.back() == '\n') token.pop_back();
-  if (!token.empty() && token.back() == '\r') token.pop_back();
-  if (token.empty()) return InvalidArgument("--token-file " + path + ": the file is empty (no job token)");
-  if (token.size() > kMaxToken)
-    return InvalidArgument("--token-file " + path + ": longer than " + std::to_string(kMaxToken) +
-                           " bytes; a job token is one line");
-  if (token.find_first_of("\r\n") != std::string::npos)
-    return InvalidArgument("--token-file " + path + ": holds more than one line; a job token is one line");
-  return token;
 }
 
 // --token, else --token-file, else SYNCLINE_JOB_TOKEN from the environment;
