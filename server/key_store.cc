@@ -82,6 +82,14 @@ KeyStore::KeyState* KeyStore::StateFor(const Message& m, std::vector<Reply>* out
           return nullptr;
         }
         placed_as = placed->second;
+        // A placement names bytes, not a dtype: the first request's dtype
+        // must divide them, or every answer would be a malformed frame.
+        if (placed_as.form.kind == compression::Kind::kNone && placed_as.bytes % DTypeSize(dtype) != 0) {
+          out->push_back(ErrorReply(m, "key " + std::to_string(m.header.key()) + " holds " +
+                                           std::to_string(placed_as.bytes) + " bytes, not a whole number of " +
+                                           DTypeName(dtype) + " elements"));
+          return nullptr;
+        }
       }
       // Without a placement, a pull may overtake the first push of a key:
       // its size is then learned from that push.

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+
 #include "control/job_keys.h"
 #include "transport/wire.h"
 
@@ -171,7 +173,11 @@ Status CaptureEndpoint::Send(PeerId, Message message, Deadline) {
   // What a peer would receive must pass the wire too: a node's own replies
   // are checked here.
   const std::string encoded = EncodeHeader(message.header);
-  if (!DecodeMessage(encoded.data(), encoded.size(), std::move(message.payloads)).ok()) __builtin_trap();
+  Result<Message> decoded = DecodeMessage(encoded.data(), encoded.size(), std::move(message.payloads));
+  if (!decoded.ok()) {
+    std::fprintf(stderr, "a reply the wire rejected: %s\n", decoded.status().ToString().c_str());
+    __builtin_trap();
+  }
   if (message.header.op() == proto::REGISTER_CHALLENGE) last_challenge_ = message.header.register_body().challenge();
   ++stats_.messages_sent;
   return Status::Ok();

@@ -184,6 +184,26 @@ TEST_F(KeyStoreTest, WrongSizeAndWrongDtypeAreErrorsNamingThem) {
   EXPECT_EQ(ValuesOf<float>(replies[0].message), (std::vector<float>{2, 3, 4, 5}));
 }
 
+TEST_F(KeyStoreTest, ARequestWhoseDtypeDoesNotDivideThePlacedBytesIsRefusedNotAnsweredMalformed) {
+  // A placement names bytes only; a pull of fp64 for a key of 12 bytes would
+  // be answered with 12 bytes of "fp64", which no peer can decode (fuzz_key_store found it).
+  for (bool async : {false, true}) {
+    KeyStoreOptions options{2, async, false, nullptr, nullptr};
+    options.require_placement = true;
+    store_ = std::make_unique<KeyStore>(options, &engine_, &pool_);
+    store_->Place(kKey, 12, compression::Spec{});
+    ExpectError(DoPull(Pull(0, 1, proto::FLOAT64), 1), 1, {"12 bytes, not a whole number of fp64 elements"});
+    // The key stays open to requests in a dtype that fits it.
+    auto out = DoPull(Pull(0, 0, proto::FLOAT32), 0);
+    if (async) {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(ValuesOf<float>(out[0].message), (std::vector<float>{0, 0, 0}));
+    } else {
+      EXPECT_TRUE(out.empty()) << "a bsp pull waits for the round";
+    }
+  }
+}
+
 TEST_F(KeyStoreTest, EmptyOrMultiFramePushIsAnError) {
   Make(1);
   Message empty = MakeMessage(proto::PUSH, NodeOf(0));
