@@ -9,7 +9,7 @@ pytest.importorskip("tensorflow")
 
 
 def run_checks(check, workers=2):
-    conftest.run_checks("tf_checks.py", check, workers)
+    return conftest.run_checks("tf_checks.py", check, workers)
 
 
 def test_exact_sums_eager_and_in_tf_function():
@@ -30,6 +30,16 @@ def test_bad_calls_raise_clear_errors():
 
 def test_keras_optimizer_callbacks_and_fit():
     run_checks("keras_api")
+
+
+def test_the_online_tuner_runs_with_nothing_set():
+    """Issue 30: the tuner is on by default in syncline.tensorflow too (it never ran there: nothing
+    ended a step). Worker 0 logs each point it measured; the walk reaches another partition size."""
+    out = run_checks("tuner_steps")
+    measured = [line for line in worker_lines(out, 0) if "tuner, step" in line and "measured" in line]
+    assert len(measured) >= 4, out
+    partitions = {line.split("measured ")[1].split(" KiB")[0] for line in measured}
+    assert len(partitions) >= 2, measured
 
 
 def test_dead_peer_ends_push_pull_with_an_error_naming_it():

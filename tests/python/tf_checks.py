@@ -323,8 +323,28 @@ def osp_refused():
                  ["osp mode"], "a DistributedGradientTape averaged gradients in osp mode")
 
 
+def tuner_steps():
+    """With nothing set the online tuner runs here as in syncline.torch: each averaging of gradients
+    ends a step (inside tf.function and eagerly), worker 0 times the steps, and its decisions reach
+    every worker between the same two push_pulls, switching partitions and credit. Every step's
+    average stays exact across the switches (the test reads the decisions from worker 0's log)."""
+    rank, size = bps.rank(), bps.size()
+    weights = tf.Variable(tf.zeros((300_000,)))  # 1.2 MB: 5 chunks of the default 256 KiB
+
+    def gradient(k):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(weights * float(rank + 1) * k)
+        return bps.DistributedGradientTape(tape).gradient(loss, [weights])[0]
+
+    traced = tf.function(gradient)
+    for k in range(1, 33):
+        g = gradient(tf.constant(float(k))) if k % 4 == 0 else traced(tf.constant(float(k)))
+        want = k * (size + 1) / 2  # the average of (rank + 1) * k
+        assert np.all(g.numpy() == want), (k, g.numpy()[:3], want)
+
+
 CHECKS = {f.__name__: f for f in (exact_sums, tape_and_broadcast, compressed_gradients, errors, keras_api, dead_peer,
-                                  osp_refused)}
+                                  osp_refused, tuner_steps)}
 
 if __name__ == "__main__":
     run_check(CHECKS, bps)

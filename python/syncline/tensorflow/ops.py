@@ -307,9 +307,34 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
     if sent:
         summed = push_pull_list(sent, [names[i] for i in present], average=True,
                                 priorities=[priorities[i] for i in present], form=native_form(compression))
+        summed = _step_ends(summed)
         for i, s, ctx in zip(present, summed, contexts):
             out[i] = compression.decompress(s, ctx)
     return out
+
+
+def _end_step():
+    _session.current().worker.begin_step()
+
+
+def _step_ends(summed):
+    """The step's gradients are back: the online tuner (SYNCLINE_AUTOTUNE) and the trace count a
+    training step here, as syncline.torch does at the end of step(). It is a collective that may
+    repartition every tensor, so it must fall between the same two push_pulls on every worker: inside
+    tf.function it waits for the step's sums and the update waits for it (a tf.identity of each sum:
+    no copy), so the next step's push_pulls, even in the same function call, come after it."""
+    if tf.executing_eagerly():
+        _end_step()
+        return summed
+
+    def end_step():
+        _end_step()
+        return np.int64(0)
+
+    with tf.control_dependencies(summed):
+        ended = tf.numpy_function(end_step, [], tf.int64, stateful=True, name="SynclineStepEnd")
+    with tf.control_dependencies([ended]):
+        return [tf.identity(s) for s in summed]
 
 
 @graph_builder
