@@ -268,10 +268,13 @@ void LocalReducer::SumAndPush(Gathering g) {
   });
   g.by_local_rank.clear();  // the peers' copies: their memory is theirs again
   if (!summed) {
-    // This worker's push_pull failed already; the others must not wait for the sum.
+    // This worker's push_pull failed already; the others must not wait for
+    // the sum, and learn why it failed (a server's refusal, say).
+    const std::optional<Status> why = chunk.op->failure();
     return SendSum(header, std::nullopt,
                    Aborted("the push_pull of tensor '" + chunk.op->tensor_name() + "' failed on worker " +
-                           std::to_string(group_.ranks[group_.local_rank]) + ", which pushes it for this host"));
+                           std::to_string(group_.ranks[group_.local_rank]) + ", which pushes it for this host" +
+                           (why ? ": " + why->message() : std::string())));
   }
   header.on_sum = nullptr;
   if (timeline_ && chunk.posted_us > 0) {

@@ -188,6 +188,11 @@ void Operation::Fail(const Status& status) {
   RunDone(std::move(done), result);
 }
 
+std::optional<Status> Operation::failure() const {
+  MutexLock lock(mu_);
+  return error_;
+}
+
 void Operation::RunDoneIfEnded() {
   DoneCallback done;
   Status status;

@@ -69,6 +69,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   Status Wait(Deadline deadline);
   // Wait would return at once.
   bool Done() const;
+  // The failure that ended it (the first), if one did.
+  std::optional<Status> failure() const;
   const std::string& tensor_name() const { return name_; }
   // When the push_pull began.
   Clock::time_point started() const { return started_; }

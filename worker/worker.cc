@@ -360,7 +360,10 @@ Status Worker::Shutdown() {
   }
   Status result = WaitForOperationsInFlight();
   if (LocalReducer* local = local_.load()) local->AnnounceFinished();
-  if (result.ok()) result = client_.health();
+  // An operation that failed (and told its caller) does not keep this worker
+  // from leaving the job as finished; only a job already over does.
+  const Status health = client_.health();
+  if (result.ok()) result = health;
   if (timeline_) {
     Status written = timeline_->Write();
     if (written.ok())
@@ -369,7 +372,10 @@ Status Worker::Shutdown() {
     else
       SYNCLINE_LOG_WARN("{}", written.message());
   }
-  if (result.ok()) result = runtime_.Finish();
+  if (health.ok()) {
+    Status finished = runtime_.Finish();
+    if (result.ok()) result = finished;
+  }
   MutexLock lock(mu_);
   shutdown_ = result;
   return result;

@@ -5,7 +5,8 @@
 // push per host per chunk, where flat jobs (and async and ssp ones) push one
 // per worker; deterministic
 // sums bit-identical from run to run; a separate output; a broadcast; a
-// worker of a host that finishes early ending the job, named; traces showing
+// worker of a host that finishes early ending the job, named; a server's
+// refusal of a pusher's chunk reaching its host's other workers; traces showing
 // every chunk's local stages.
 #include <gtest/gtest.h>
 
@@ -255,6 +256,56 @@ TEST(LocalReduce, AWorkerOfTheHostThatFinishedEarlyEndsTheJobNamingItAndTheTenso
       << statuses[0].message();
   EXPECT_NE(statuses[0].message().find("[tensor 'steps'"), std::string::npos) << statuses[0].message();
   job.JoinAll();
+}
+
+// Admits chunks as SendAtOnce does, each with its round moved far ahead: the
+// servers refuse every push this worker makes for its host.
+class RoundsFarAhead final : public ChunkScheduler {
+ public:
+  void Start(Admit admit) override { admit_ = std::move(admit); }
+  void Post(std::vector<ChunkTask> chunks) override {
+    for (ChunkTask& c : chunks) {
+      c.round += 1000000;
+      admit_(std::move(c));
+    }
+  }
+  void Release(uint64_t) override {}
+  void Stop(const Status&) override {}
+
+ private:
+  Admit admit_;
+};
+
+TEST(LocalReduce, AServersRefusalOfAPushersChunkReachesEveryWorkerOfItsHostNamed) {
+  // Worker 0 pushes half of the chunks for both workers of its host and the
+  // servers refuse each: worker 1, which gave it its copies and waits for
+  // the sums, must learn the server's reason from worker 0, not from a deadline.
+  InProcessJob::Options o = JobOf({2});
+  o.request_timeout_ms = 60000;
+  o.stall_timeout_ms = 120000;
+  o.chunk_scheduler = [](int rank) -> std::unique_ptr<ChunkScheduler> {
+    if (rank == 0) return std::make_unique<RoundsFarAhead>();
+    return std::make_unique<SendAtOnce>();
+  };
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("refused", DType::kFloat32, 640));  // 10 chunks
+    std::vector<float> x(640, 1.0f);
+    SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), false));
+    return h.Wait(Deadline::AfterMs(30000));
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    EXPECT_FALSE(statuses[rank].ok());
+    EXPECT_NE(statuses[rank].message().find("rounds beyond the last one every worker finished"), std::string::npos)
+        << statuses[rank].ToString();
+    EXPECT_EQ(statuses[rank].message().find("deadline"), std::string::npos) << statuses[rank].ToString();
+  }
+  // Each worker leaves as finished, its push_pull failed: the job ends (it hung before, worker 0
+  // never telling the scheduler when its failed operation was still referenced).
+  (void)job.Finish();
 }
 
 TEST(LocalReduce, TracesShowEveryChunkGatheredAndPushedByOneWorkerAndPassedBackToTheOther) {
