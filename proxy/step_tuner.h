@@ -15,7 +15,8 @@
 // worker 0; every worker exports the partition in use, whether the tuner is
 // settled, and how many searches it began (docs/metrics.md).
 //
-// Thread-safety: BeginStep is called from one thread (the training loop).
+// Thread-safety: BeginStep is called by one thread at a time, in step order
+// (the training loop, or syncline.tensorflow's step-end ops, which it chains).
 #pragma once
 
 #include <chrono>

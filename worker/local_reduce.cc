@@ -101,6 +101,12 @@ void LocalReducer::Post(ChunkTask&& chunk) {
   }
 }
 
+std::string LocalReducer::FailedHere(const Operation& op, const std::string& role) const {
+  const std::optional<Status> why = op.failure();
+  return "the push_pull of tensor '" + op.tensor_name() + "' failed on worker " +
+         std::to_string(group_.ranks[group_.local_rank]) + role + (why ? ": " + why->message() : std::string());
+}
+
 void LocalReducer::SendPart(const RoundKey& id, int owner, const ChunkTask& chunk) {
   std::optional<Buffer> view = chunk.op->RawView(chunk.index);
   if (!control_->health().ok()) return;  // the abort fails what waits, here and at the pusher
@@ -111,8 +117,7 @@ void LocalReducer::SendPart(const RoundKey& id, int owner, const ChunkTask& chun
   } else {
     // This push_pull failed already (another chunk's error): the pusher must
     // not wait for this part, nor its host's other workers for the sum.
-    m.header.mutable_error()->set_message("the push_pull of tensor '" + chunk.op->tensor_name() +
-                                          "' failed on worker " + std::to_string(group_.ranks[group_.local_rank]));
+    m.header.mutable_error()->set_message(FailedHere(*chunk.op, ""));
   }
   Status st = endpoint_->Send(peer_ids_[owner], std::move(m), Deadline::AfterMs(request_timeout_ms_));
   if (st.ok() && view) local_bytes_.Add(double(chunk.length));
@@ -248,8 +253,8 @@ void LocalReducer::SumAndPush(Gathering g) {
                             std::to_string(g.by_local_rank[p]->size()) + " bytes of chunk " +
                             std::to_string(chunk.index) + " of tensor '" + chunk.op->tensor_name() + "', which has " +
                             std::to_string(chunk.length) + ": the workers of a host declared it differently";
-    chunk.op->Fail(InvalidArgument(why));
-    return End(why, p);
+    End(why, p);  // the job is over before the caller hears, so its Shutdown sends no FINISH first
+    return chunk.op->Fail(InvalidArgument(why));
   }
   const size_t elements = chunk.length / DTypeSize(chunk.dtype);
   const bool summed = chunk.op->SumLocally(chunk.index, [&](uint8_t* target) {
@@ -268,13 +273,8 @@ void LocalReducer::SumAndPush(Gathering g) {
   });
   g.by_local_rank.clear();  // the peers' copies: their memory is theirs again
   if (!summed) {
-    // This worker's push_pull failed already; the others must not wait for
-    // the sum, and learn why it failed (a server's refusal, say).
-    const std::optional<Status> why = chunk.op->failure();
-    return SendSum(header, std::nullopt,
-                   Aborted("the push_pull of tensor '" + chunk.op->tensor_name() + "' failed on worker " +
-                           std::to_string(group_.ranks[group_.local_rank]) + ", which pushes it for this host" +
-                           (why ? ": " + why->message() : std::string())));
+    // This worker's push_pull failed already; the others must not wait for the sum.
+    return SendSum(header, std::nullopt, Aborted(FailedHere(*chunk.op, ", which pushes it for this host")));
   }
   header.on_sum = nullptr;
   if (timeline_ && chunk.posted_us > 0) {

@@ -115,6 +115,9 @@ class LocalReducer {
   // Sends this worker's part of chunk `id` to local rank `owner` (on sends_),
   // or, its push_pull failed already, that failure.
   void SendPart(const RoundKey& id, int owner, const ChunkTask& chunk);
+  // What the host's other workers hear of `op`, failed here (`role`: what
+  // this worker is to them), with the failure's own reason.
+  std::string FailedHere(const Operation& op, const std::string& role) const;
   void SendSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error);
   void OnSum(Message& m, int from);
   // A peer finished, or waits at barrier `barrier` (counted from 0).

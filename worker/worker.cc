@@ -361,8 +361,11 @@ Status Worker::Shutdown() {
   Status result = WaitForOperationsInFlight();
   if (LocalReducer* local = local_.load()) local->AnnounceFinished();
   // An operation that failed (and told its caller) does not keep this worker
-  // from leaving the job as finished; only a job already over does.
+  // from leaving the job as finished; a job already over does, and so does
+  // an operation still stuck in flight (the servers would take this worker
+  // for one that finished short of its rounds; its heartbeats stopping says it better).
   const Status health = client_.health();
+  const bool stuck = result.code() == StatusCode::kDeadlineExceeded;
   if (result.ok()) result = health;
   if (timeline_) {
     Status written = timeline_->Write();
@@ -372,7 +375,7 @@ Status Worker::Shutdown() {
     else
       SYNCLINE_LOG_WARN("{}", written.message());
   }
-  if (health.ok()) {
+  if (health.ok() && !stuck && client_.health().ok()) {
     Status finished = runtime_.Finish();
     if (result.ok()) result = finished;
   }

@@ -127,8 +127,9 @@ class Worker {
   // reached this barrier.
   Status Barrier();
   // Waits for operations in flight, then tells the scheduler this worker is
-  // done (unless the job is over already), also when one of them failed:
-  // the result is then that failure. Later calls return the first result.
+  // done, also when one of them failed (the result is then that failure);
+  // not when the job is over already or one is still stuck past the request
+  // deadline. Later calls return the first result.
   Status Shutdown();
 
   // The trace of this worker (settings: trace), or null when tracing is off.

@@ -329,18 +329,39 @@ def tuner_steps():
     every worker between the same two push_pulls, switching partitions and credit. Every step's
     average stays exact across the switches (the test reads the decisions from worker 0's log)."""
     rank, size = bps.rank(), bps.size()
-    weights = tf.Variable(tf.zeros((300_000,)))  # 1.2 MB: 5 chunks of the default 256 KiB
+    weights = tf.Variable(tf.zeros((300_000,)), name="weights")  # 1.2 MB: 5 chunks of the default 256 KiB
 
     def gradient(k):
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(weights * float(rank + 1) * k)
         return bps.DistributedGradientTape(tape).gradient(loss, [weights])[0]
 
+    other = tf.Variable(tf.zeros((200_000,)), name="other")
+
+    @tf.function
+    def two_tapes(k):
+        """Two averagings (two steps to the tuner) in one call, the second independent of the first."""
+        with tf.GradientTape() as first:
+            a = tf.reduce_sum(weights * float(rank + 1) * k)
+        with tf.GradientTape() as second:
+            b = tf.reduce_sum(other * float(rank + 1) * 2 * k)
+        return (bps.DistributedGradientTape(first).gradient(a, [weights])[0],
+                bps.DistributedGradientTape(second).gradient(b, [other])[0])
+
     traced = tf.function(gradient)
     for k in range(1, 33):
-        g = gradient(tf.constant(float(k))) if k % 4 == 0 else traced(tf.constant(float(k)))
         want = k * (size + 1) / 2  # the average of (rank + 1) * k
+        if k % 4 == 2:
+            g, h = two_tapes(tf.constant(float(k)))
+            assert np.all(h.numpy() == 2 * want), (k, h.numpy()[:3], 2 * want)
+        else:
+            g = gradient(tf.constant(float(k))) if k % 4 == 0 else traced(tf.constant(float(k)))
         assert np.all(g.numpy() == want), (k, g.numpy()[:3], want)
+    graph = two_tapes.get_concrete_function(tf.constant(1.0)).graph
+    pushes = [op for op in graph.get_operations() if op.type == "SynclinePushPull"]
+    ends = [op for op in graph.get_operations() if op.name.startswith("SynclineStepEnd")]
+    assert len(pushes) == 2 and len(ends) == 2, [op.type for op in graph.get_operations()]
+    assert any(c in ends for c in pushes[1].control_inputs), "the second averaging must wait for the first's step end"
 
 
 CHECKS = {f.__name__: f for f in (exact_sums, tape_and_broadcast, compressed_gradients, errors, keras_api, dead_peer,

@@ -39,6 +39,7 @@ from syncline import _capi, _session
 from syncline._session import local_rank, local_size, rank, size  # noqa: F401  (the shim's API)
 from syncline.compression import NativeForms, NoneCompressor, native_form
 from syncline.errors import SynclineError
+from syncline.tensorflow.steps import GraphSteps, step_ends
 
 _FLOATS = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
 _DTYPE_CODES = {tf.float32: _capi.FLOAT32, tf.float64: _capi.FLOAT64, tf.float16: _capi.FLOAT16,
@@ -180,9 +181,17 @@ def _push_pull_eager(session, tensors, names, average, priorities, form=None):
 
 def _push_pull_graph(session, tensors, names, average, priorities, form=None):
     """Inside tf.function, the one path: each tensor posted by an op of its own, so it goes out as
-    soon as it is computed, declared at tracing time. The compiled op where it can run (built, and
-    every shape known when traced: its tensor is declared then); tf.numpy_function posts and one
-    wait otherwise."""
+    soon as it is computed, declared at tracing time, after the graph's last step end. The compiled
+    op where it can run (built, and every shape known when traced: its tensor is declared then);
+    tf.numpy_function posts and one wait otherwise."""
+    steps = GraphSteps.of(tf.compat.v1.get_default_graph())
+    with tf.control_dependencies([] if steps.last_end is None else [steps.last_end]):
+        outs = _post_in_graph(session, tensors, names, average, priorities, form)
+    steps.sums.extend(outs)
+    return outs
+
+
+def _post_in_graph(session, tensors, names, average, priorities, form):
     op = native_op() if all(t.shape.is_fully_defined() for t in tensors) else None
     if op is None:
         return _push_pull_numpy_function(session, tensors, names, average, priorities, form)
@@ -307,34 +316,10 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
     if sent:
         summed = push_pull_list(sent, [names[i] for i in present], average=True,
                                 priorities=[priorities[i] for i in present], form=native_form(compression))
-        summed = _step_ends(summed)
+        summed = step_ends(summed)
         for i, s, ctx in zip(present, summed, contexts):
             out[i] = compression.decompress(s, ctx)
     return out
-
-
-def _end_step():
-    _session.current().worker.begin_step()
-
-
-def _step_ends(summed):
-    """The step's gradients are back: the online tuner (SYNCLINE_AUTOTUNE) and the trace count a
-    training step here, as syncline.torch does at the end of step(). It is a collective that may
-    repartition every tensor, so it must fall between the same two push_pulls on every worker: inside
-    tf.function it waits for the step's sums and the update waits for it (a tf.identity of each sum:
-    no copy), so the next step's push_pulls, even in the same function call, come after it."""
-    if tf.executing_eagerly():
-        _end_step()
-        return summed
-
-    def end_step():
-        _end_step()
-        return np.int64(0)
-
-    with tf.control_dependencies(summed):
-        ended = tf.numpy_function(end_step, [], tf.int64, stateful=True, name="SynclineStepEnd")
-    with tf.control_dependencies([ended]):
-        return [tf.identity(s) for s in summed]
 
 
 @graph_builder

@@ -279,7 +279,9 @@ class RoundsFarAhead final : public ChunkScheduler {
 TEST(LocalReduce, AServersRefusalOfAPushersChunkReachesEveryWorkerOfItsHostNamed) {
   // Worker 0 pushes half of the chunks for both workers of its host and the
   // servers refuse each: worker 1, which gave it its copies and waits for
-  // the sums, must learn the server's reason from worker 0, not from a deadline.
+  // the sums, must learn the server's reason from worker 0, not from a
+  // deadline; also for chunks whose copies reach worker 0 after its
+  // push_pull failed (some runs: it depends on arrival order).
   InProcessJob::Options o = JobOf({2});
   o.request_timeout_ms = 60000;
   o.stall_timeout_ms = 120000;
@@ -303,9 +305,11 @@ TEST(LocalReduce, AServersRefusalOfAPushersChunkReachesEveryWorkerOfItsHostNamed
         << statuses[rank].ToString();
     EXPECT_EQ(statuses[rank].message().find("deadline"), std::string::npos) << statuses[rank].ToString();
   }
-  // Each worker leaves as finished, its push_pull failed: the job ends (it hung before, worker 0
-  // never telling the scheduler when its failed operation was still referenced).
-  (void)job.Finish();
+  // Each worker leaves as finished, its push_pull failed: the job ends (it hung before, one run
+  // in three, worker 0 never telling the scheduler while its failed operation was still
+  // referenced). Finish returns a worker's failure, if Shutdown still saw the operation.
+  const Status finished = job.Finish();
+  EXPECT_TRUE(finished.ok() || finished.message().find("rounds beyond") != std::string::npos) << finished.ToString();
 }
 
 TEST(LocalReduce, TracesShowEveryChunkGatheredAndPushedByOneWorkerAndPassedBackToTheOther) {
