@@ -364,9 +364,8 @@ Status Worker::Shutdown() {
   // from leaving the job as finished; a job already over does, and so does
   // an operation still stuck in flight (the servers would take this worker
   // for one that finished short of its rounds; its heartbeats stopping says it better).
-  const Status health = client_.health();
   const bool stuck = result.code() == StatusCode::kDeadlineExceeded;
-  if (result.ok()) result = health;
+  if (result.ok()) result = client_.health();
   if (timeline_) {
     Status written = timeline_->Write();
     if (written.ok())
@@ -375,7 +374,7 @@ Status Worker::Shutdown() {
     else
       SYNCLINE_LOG_WARN("{}", written.message());
   }
-  if (health.ok() && !stuck && client_.health().ok()) {
+  if (!stuck && client_.health().ok()) {  // asked again: an abort may have come meanwhile
     Status finished = runtime_.Finish();
     if (result.ok()) result = finished;
   }

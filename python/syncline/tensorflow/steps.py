@@ -28,6 +28,7 @@ class GraphSteps:
 
 def _end_step():
     _session.current().worker.begin_step()
+    return np.int64(0)  # what the graph's op returns
 
 
 def step_ends(summed):
@@ -40,14 +41,9 @@ def step_ends(summed):
     if tf.executing_eagerly():
         _end_step()
         return summed
-
-    def end_step():
-        _end_step()
-        return np.int64(0)
-
     steps = GraphSteps.of(tf.compat.v1.get_default_graph())
     with tf.control_dependencies(steps.sums):  # this step's sums, and any other push_pull's since the last end
-        ended = tf.numpy_function(end_step, [], tf.int64, stateful=True, name="SynclineStepEnd")
+        ended = tf.numpy_function(_end_step, [], tf.int64, stateful=True, name="SynclineStepEnd")
     steps.last_end, steps.sums = ended, []
     with tf.control_dependencies([ended]):
         return [tf.identity(s) for s in summed]
