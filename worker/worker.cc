@@ -359,13 +359,16 @@ Status Worker::Shutdown() {
     shutdown_ = Status::Ok();
   }
   Status result = WaitForOperationsInFlight();
-  if (LocalReducer* local = local_.load()) local->AnnounceFinished();
   // An operation that failed (and told its caller) does not keep this worker
   // from leaving the job as finished; a job already over does, and so does
   // an operation still stuck in flight (the servers would take this worker
   // for one that finished short of its rounds; its heartbeats stopping says it better).
   const bool stuck = result.code() == StatusCode::kDeadlineExceeded;
+  // The job's health as this worker finished: an abort that its announcement
+  // provokes (its host's peers still pushing rounds it never will) is theirs
+  // to report, not this worker's, which made every call it meant to.
   if (result.ok()) result = client_.health();
+  if (LocalReducer* local = local_.load()) local->AnnounceFinished();
   if (timeline_) {
     Status written = timeline_->Write();
     if (written.ok())
