@@ -365,8 +365,8 @@ Status Worker::Shutdown() {
   // for one that finished short of its rounds; its heartbeats stopping says it better).
   const bool stuck = result.code() == StatusCode::kDeadlineExceeded;
   // The job's health as this worker finished: an abort that its announcement
-  // provokes (its host's peers still pushing rounds it never will) is theirs
-  // to report, not this worker's, which made every call it meant to.
+  // provokes (its host's peers still pushing rounds it never will) names this
+  // worker, but is reported by the peers that wait for it.
   if (result.ok()) result = client_.health();
   if (LocalReducer* local = local_.load()) local->AnnounceFinished();
   if (timeline_) {

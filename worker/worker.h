@@ -129,7 +129,9 @@ class Worker {
   // Waits for operations in flight, then tells the scheduler this worker is
   // done, also when one of them failed (the result is then that failure);
   // not when the job is over already or one is still stuck past the request
-  // deadline. Later calls return the first result.
+  // deadline. The result is the job's health when this worker finished: an
+  // abort after that (one its finish provokes, say) is not its result. Later
+  // calls return the first result.
   Status Shutdown();
 
   // The trace of this worker (settings: trace), or null when tracing is off.
