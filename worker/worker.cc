@@ -359,14 +359,10 @@ Status Worker::Shutdown() {
     shutdown_ = Status::Ok();
   }
   Status result = WaitForOperationsInFlight();
-  // An operation that failed (and told its caller) does not keep this worker
-  // from leaving the job as finished; a job already over does, and so does
-  // an operation still stuck in flight (the servers would take this worker
-  // for one that finished short of its rounds; its heartbeats stopping says it better).
+  // A failed operation still leaves as finished; a stuck one does not (the
+  // servers would take this worker for one that finished short of its rounds).
   const bool stuck = result.code() == StatusCode::kDeadlineExceeded;
-  // The job's health as this worker finished: an abort that its announcement
-  // provokes (its host's peers still pushing rounds it never will) names this
-  // worker, but is reported by the peers that wait for it.
+  // Health before the announcement: an abort it provokes is the peers' to report.
   if (result.ok()) result = client_.health();
   if (LocalReducer* local = local_.load()) local->AnnounceFinished();
   if (timeline_) {
