@@ -75,10 +75,8 @@ void LocalReducer::Post(ChunkTask&& chunk) {
     }
   }
   if (failed) return chunk.op->Fail(*failed);
-  if (!owner_absent.empty()) {
-    ReportAbsentPeer(owner, owner_absent, id.second, chunk.op->tensor_name());
-    return chunk.op->Fail(Aborted("worker " + std::to_string(group_.ranks[owner]) + " " + owner_absent));  // if not yet
-  }
+  if (!owner_absent.empty())  // this push_pull waits nowhere here: it fails with the job's reason
+    return chunk.op->Fail(ReportAbsentPeer(owner, owner_absent, id.second, chunk.op->tensor_name()));
   if (owner == group_.local_rank) {
     std::shared_ptr<Operation> op = chunk.op;
     Status queued = thread_.Submit(0, [this, id, chunk = std::move(chunk)]() mutable {
@@ -232,7 +230,10 @@ void LocalReducer::Gather(const RoundKey& id, int from, std::optional<Buffer> pa
                    " chunks ahead of worker " + std::to_string(group_.ranks[group_.local_rank]) +
                    " on their host (local reduce): every worker must make the same push_pull calls",
                from);
-  if (missing >= 0) return ReportAbsentPeer(missing, absence, id.second, tensor);
+  if (missing >= 0) {
+    (void)ReportAbsentPeer(missing, absence, id.second, tensor);
+    return;
+  }
   if (complete) SumAndPush(std::move(*complete));
 }
 

@@ -126,8 +126,9 @@ class LocalReducer {
   // barrier ("finished", "waits at a barrier"); "" if it may.
   std::string AbsenceLocked(int peer) const REQUIRES(mu_);
   // Ends the job, and fails what waits here: local rank `peer` is absent as
-  // `why` says, but round `round` of `tensor` still needs it.
-  void ReportAbsentPeer(int peer, const std::string& why, uint64_t round, const std::string& tensor);
+  // `why` says, but round `round` of `tensor` still needs it. Returns the
+  // error, for a push_pull that waits nowhere here yet.
+  Status ReportAbsentPeer(int peer, const std::string& why, uint64_t round, const std::string& tensor);
   void Announce(proto::Op op, uint64_t round);
   // Ends the job with `why` (blaming local rank `peer`) and fails what waits here.
   void End(const std::string& why, int peer);

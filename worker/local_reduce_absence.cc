@@ -31,18 +31,20 @@ void LocalReducer::OnPeerAbsent(int local_rank, std::optional<uint64_t> barrier)
     for (const auto& [id, a] : awaiting_)
       if (a.owner == local_rank && !orphaned) orphaned.emplace(id.second, a.op->tensor_name());
   }
-  if (orphaned) ReportAbsentPeer(local_rank, why, orphaned->first, orphaned->second);
+  if (orphaned) (void)ReportAbsentPeer(local_rank, why, orphaned->first, orphaned->second);
 }
 
-void LocalReducer::ReportAbsentPeer(int peer, const std::string& why, uint64_t round, const std::string& tensor) {
+Status LocalReducer::ReportAbsentPeer(int peer, const std::string& why, uint64_t round, const std::string& tensor) {
   // The servers' wording (server/server.cc), for the same mistake.
   const std::string rule = why == "finished" ? "every worker must make the same push_pull calls (the same tensors, "
                                                "as many times)"
                                              : "every worker must make the same push_pull calls before a barrier";
-  End("worker " + std::to_string(group_.ranks[peer]) + " " + why + " without pushing round " + std::to_string(round) +
-          " of a tensor the other workers of its host push_pull (local reduce): " + rule + " [tensor '" + tensor +
-          "']",
-      peer);
+  const std::string reason = "worker " + std::to_string(group_.ranks[peer]) + " " + why + " without pushing round " +
+                             std::to_string(round) +
+                             " of a tensor the other workers of its host push_pull (local reduce): " + rule +
+                             " [tensor '" + tensor + "']";
+  End(reason, peer);
+  return Aborted(reason);
 }
 
 void LocalReducer::End(const std::string& why, int peer) {

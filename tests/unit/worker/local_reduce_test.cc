@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <latch>
 #include <map>
 #include <numeric>
 #include <random>
@@ -255,6 +256,57 @@ TEST(LocalReduce, AWorkerOfTheHostThatFinishedEarlyEndsTheJobNamingItAndTheTenso
   EXPECT_NE(statuses[0].message().find("worker 1 finished without pushing round 1"), std::string::npos)
       << statuses[0].message();
   EXPECT_NE(statuses[0].message().find("[tensor 'steps'"), std::string::npos) << statuses[0].message();
+  job.JoinAll();
+}
+
+// Worker 0 posts round 1 once worker 1's Shutdown returned, so worker 1's
+// finish has mostly reached it already: a push_pull the finished worker should
+// have pushed for the host fails as it is posted, and says the same as one
+// that was waiting for it (it said "worker 1 finished" only).
+TEST(LocalReduce, APushPullPostedAfterItsHostPeerFinishedNamesThePeerTheRoundAndTheTensor) {
+  InProcessJob::Options o = JobOf({2});
+  o.heartbeat_timeout_ms = 60000;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  std::latch shut_down(1);
+  std::vector<Status> round_one;  // worker 0's, one per tensor
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    std::vector<TensorId> ids;  // consecutive ids: each worker pushes one of the two for the host
+    std::vector<float> x(500, 1.0f);
+    auto round_zero = [&]() -> Status {
+      for (const char* name : {"a", "b"}) {
+        SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare(name, DType::kFloat32, 500));
+        ids.push_back(id);
+      }
+      for (TensorId id : ids) {
+        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, x.data(), false));
+        SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(15000)));
+      }
+      return Status::Ok();
+    };
+    Status st = round_zero();
+    if (rank == 1) {
+      if (st.ok()) st = w.Shutdown();
+      shut_down.count_down();  // whatever happened: worker 0 must not wait forever
+      return st;
+    }
+    SYNCLINE_RETURN_IF_ERROR(st);
+    shut_down.wait();
+    for (auto id = ids.rbegin(); id != ids.rend(); ++id) {  // "b" first: worker 1 pushes it for the host
+      Result<OpHandle> h = w.PushPull(*id, x.data(), false);
+      round_one.push_back(h.ok() ? h->Wait(Deadline::AfterMs(15000)) : h.status());
+    }
+    return Status::Ok();
+  });
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0].ToString();
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1].ToString();
+  ASSERT_EQ(round_one.size(), 2u);
+  for (const Status& st : round_one) {
+    EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+    EXPECT_NE(st.message().find("worker 1 finished without pushing round 1"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("[tensor '"), std::string::npos) << st.message();
+  }
   job.JoinAll();
 }
 
