@@ -128,6 +128,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_LOCAL_SIZE", {{"BYTEPS_LOCAL_SIZE", 1}}, LocalPlace(Integer(&Settings::local_size, 1, 65535))},
       {"SYNCLINE_HOST_LABEL", {}, Text(&Settings::host_label)},
       {"SYNCLINE_TRANSPORT", {}, Text(&Settings::transport, {"tcp", "ipc", "ucx"})},
+      {"SYNCLINE_TCP_SEND_BUFFER_BYTES", {}, Integer(&Settings::tcp_send_buffer_bytes, 0, 1ll << 30)},
       {"SYNCLINE_JOB_TOKEN", {}, Text(&Settings::job_token)},
       {"SYNCLINE_ALLOW_NO_TOKEN", {}, Boolean(&Settings::allow_no_token)},
       {"SYNCLINE_ENCRYPT", {}, Boolean(&Settings::encrypt)},

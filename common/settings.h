@@ -68,6 +68,14 @@ struct Settings {
   // DMLC_ENABLE_RDMA=1|ibverbs or DMLC_ENABLE_UCX=1 select "ucx" unless
   // SYNCLINE_TRANSPORT is set. The scheduler is always reached over ZeroMQ TCP.
   std::string transport = "tcp";
+  // SYNCLINE_TCP_SEND_BUFFER_BYTES. The kernel's send buffer (SO_SNDBUF) of
+  // each tcp:// connection a node opens to another machine, which bounds the
+  // bytes that connection keeps unacknowledged: a host sending to several
+  // peers at once then keeps within what a shallow switch queue holds
+  // (docs/decisions.md: "Bytes in flight per connection"). 0: the kernel's
+  // autotuning (a connection grows to megabytes). Connections within the
+  // machine (loopback, ipc, shared memory) always keep the kernel's.
+  uint64_t tcp_send_buffer_bytes = 32ull << 10;
   // SYNCLINE_SHM. Payloads between a worker and a server on the same machine
   // (same kernel and network namespace) go through shared memory instead of
   // the socket; headers still use the transport.

@@ -7,7 +7,7 @@
 namespace syncline {
 
 Result<std::unique_ptr<Worker>> CreateScheduledWorker(const Settings& settings) {
-  SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport, NodeTransportSecurity(settings)));
+  SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport, NodeTransportOptions(settings)));
   SYNCLINE_ASSIGN_OR_RETURN(std::string address, ListenAddress(settings.transport, settings.host, settings.port));
   const uint64_t credit = settings.SchedulingCreditBytes();
   SYNCLINE_LOG_INFO("chunks go out in {} order with {} of credit", settings.scheduling,

@@ -59,7 +59,7 @@ void Scheduler::OnDeclare(const Message& m) {
                           ": use larger partitions (SYNCLINE_PARTITION_BYTES) or fewer tensors",
                       sender);
     // Servers and workers refuse frames above the job's largest chunk at the
-    // socket (transport/factory.h: NodeTransportSecurity): say so now, rather
+    // socket (transport/factory.h: NodeTransportOptions): say so now, rather
     // than let the chunk's pushes vanish there.
     for (const proto::ChunkPlacement& c : *chunks)
       if (c.length_bytes() > settings_.LargestChunkBytes())

@@ -22,7 +22,7 @@ int main() {
                                                               syncline::SignalWatcher& signals) -> syncline::Status {
     if (auto st = syncline::Scheduler::CheckJobToken(s); !st.ok()) return st.WithContext("scheduler");
     // Listens on ZeroMQ TCP whatever the data plane; reaches ucx:// nodes over UCX.
-    syncline::TransportSecurity security{s.encrypt, ""};
+    syncline::TransportOptions security{s.encrypt, ""};
     if (s.encrypt) security.curve_secret_key = syncline::SchedulerCurveSecretKey(syncline::JobKey(s.job_token));
     // Control traffic only: no frame it takes is larger than a header (and UCX's framing of one).
     security.max_frame_bytes = syncline::kMaxHeaderBytes + 4096;

@@ -18,22 +18,23 @@ namespace syncline {
 namespace {
 
 // The backend for an address scheme.
-Result<std::unique_ptr<Endpoint>> CreateBackend(const std::string& scheme, const TransportSecurity& security) {
+Result<std::unique_ptr<Endpoint>> CreateBackend(const std::string& scheme, const TransportOptions& options) {
   if (scheme == "tcp" || scheme == "ipc") {
-    ZmqOptions options;
-    options.curve = security.encrypt;
-    options.curve_secret_key = security.curve_secret_key;
-    if (security.max_frame_bytes > 0) options.max_message_bytes = security.max_frame_bytes;
-    return CreateZmqEndpoint(options);
+    ZmqOptions zmq;
+    zmq.curve = options.encrypt;
+    zmq.curve_secret_key = options.curve_secret_key;
+    if (options.max_frame_bytes > 0) zmq.max_message_bytes = options.max_frame_bytes;
+    zmq.tcp_send_buffer_bytes = options.tcp_send_buffer_bytes;
+    return CreateZmqEndpoint(zmq);
   }
-  if (scheme == "ucx" && security.encrypt)
+  if (scheme == "ucx" && options.encrypt)
     return InvalidArgument("the UCX transport is not encrypted: a peer at a ucx:// address cannot be reached with "
                            "SYNCLINE_ENCRYPT=1");
   if (scheme == "ucx") {
 #if SYNCLINE_HAVE_UCX
-    UcxOptions options;
-    if (security.max_frame_bytes > 0) options.max_message_bytes = security.max_frame_bytes;
-    return CreateUcxEndpoint(options);
+    UcxOptions ucx;
+    if (options.max_frame_bytes > 0) ucx.max_message_bytes = options.max_frame_bytes;
+    return CreateUcxEndpoint(ucx);
 #else
     return Unavailable("this build of Syncline has no UCX transport (it was built without libucx-dev); "
                        "use SYNCLINE_TRANSPORT=tcp, or rebuild with UCX");
@@ -47,20 +48,21 @@ std::string BackendKey(const std::string& scheme) { return scheme == "ipc" ? "tc
 
 }  // namespace
 
-Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport, const TransportSecurity& security) {
+Result<std::unique_ptr<Endpoint>> CreateEndpoint(const std::string& transport, const TransportOptions& options) {
   // Start the listening backend now, so a transport that cannot work here
   // (UCX without a usable device) fails at once with its reason.
-  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> listening, CreateBackend(transport, security));
-  auto make = [security](const std::string& scheme) { return CreateBackend(scheme, security); };
+  SYNCLINE_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> listening, CreateBackend(transport, options));
+  auto make = [options](const std::string& scheme) { return CreateBackend(scheme, options); };
   return std::unique_ptr<Endpoint>(new MultiEndpoint(make, &BackendKey, std::move(listening), transport));
 }
 
-TransportSecurity NodeTransportSecurity(const Settings& settings) {
-  TransportSecurity security{settings.encrypt, ""};
+TransportOptions NodeTransportOptions(const Settings& settings) {
+  TransportOptions options{settings.encrypt, ""};
   // The header frame, or one chunk's payload frame (+ UCX's framing of it).
-  security.max_frame_bytes =
+  options.max_frame_bytes =
       static_cast<int64_t>(std::max<uint64_t>(kMaxHeaderBytes, settings.LargestChunkBytes()) + 4096);
-  return security;
+  options.tcp_send_buffer_bytes = static_cast<int>(settings.tcp_send_buffer_bytes);
+  return options;
 }
 
 Result<std::string> ListenAddress(const std::string& transport, const std::string& host, int port) {

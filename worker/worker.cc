@@ -15,7 +15,7 @@
 namespace syncline {
 
 Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings) {
-  SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport, NodeTransportSecurity(settings)));
+  SYNCLINE_ASSIGN_OR_RETURN(auto endpoint, CreateEndpoint(settings.transport, NodeTransportOptions(settings)));
   SYNCLINE_ASSIGN_OR_RETURN(std::string address, ListenAddress(settings.transport, settings.host, settings.port));
   return Create(settings, std::move(endpoint), address);
 }

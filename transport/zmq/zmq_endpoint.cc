@@ -28,6 +28,17 @@ std::string BindSpelling(const std::string& address) {
   return address;
 }
 
+// True for a tcp:// address on this machine's loopback (127.0.0.0/8, ::1,
+// localhost), whose connections never meet a switch queue.
+bool IsTcpLoopback(const std::string& address) {
+  const std::string prefix = "tcp://";
+  if (address.rfind(prefix, 0) != 0) return false;
+  const std::string host = address.substr(prefix.size());
+  for (const char* loopback : {"127.", "[::1]", "localhost:"})
+    if (host.rfind(loopback, 0) == 0) return true;
+  return false;
+}
+
 // True if something accepts connections on the unix socket at `path` now.
 // (libzmq unlinks an ipc:// path before binding it, live listener or not.)
 bool SomeoneListensAt(const std::string& path) {
@@ -122,6 +133,9 @@ class ZmqEndpoint : public Endpoint {
       p->socket = zmq::socket_t(context_, zmq::socket_type::dealer);
       p->socket.set(zmq::sockopt::linger, 0);
       p->socket.set(zmq::sockopt::sndhwm, options_.send_queue_messages);
+      // Bounds the bytes in flight from this node to that peer (ZmqOptions).
+      if (options_.tcp_send_buffer_bytes > 0 && where.rfind("tcp://", 0) == 0 && !IsTcpLoopback(where))
+        p->socket.set(zmq::sockopt::sndbuf, options_.tcp_send_buffer_bytes);
       if (options_.curve) {
         p->socket.set(zmq::sockopt::curve_serverkey, server_key);
         p->socket.set(zmq::sockopt::curve_publickey, curve_public_);

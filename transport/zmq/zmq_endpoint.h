@@ -35,6 +35,10 @@ struct ZmqOptions {
   // Messages larger than this are refused by the receiving socket before
   // they are buffered (guards against garbage claiming huge frames).
   int64_t max_message_bytes = int64_t{1} << 34;
+  // SO_SNDBUF of each tcp:// connection to a peer that is not on loopback
+  // (127.0.0.0/8, ::1, localhost): it bounds what the connection keeps
+  // unacknowledged. 0: the kernel's autotuning.
+  int tcp_send_buffer_bytes = 0;
   // Encrypt every connection with CURVE.
   bool curve = false;
   // The endpoint's CURVE secret key, 32 raw bytes; empty: a fresh random

@@ -190,6 +190,16 @@ TEST(SettingsTest, ServerReplyWindowUnlessServerSchedulingIsOff) {
   EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_SERVER_REPLY_WINDOW_BYTES", "0"}}).ok());
 }
 
+// The send buffer of a connection to another machine: 32 KiB unless set; 0
+// gives the kernel's autotuning back.
+TEST(SettingsTest, TcpSendBufferIs32KiBByDefaultAndZeroMeansTheKernels) {
+  EXPECT_EQ(MustParse({}).tcp_send_buffer_bytes, 32u << 10);
+  EXPECT_EQ(MustParse({{"SYNCLINE_TCP_SEND_BUFFER_BYTES", "0"}}).tcp_send_buffer_bytes, 0u);
+  EXPECT_EQ(MustParse({{"SYNCLINE_TCP_SEND_BUFFER_BYTES", "65536"}}).tcp_send_buffer_bytes, 65536u);
+  EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_TCP_SEND_BUFFER_BYTES", "-1"}}).ok());
+  EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_TCP_SEND_BUFFER_BYTES", "2147483648"}}).ok());
+}
+
 TEST(SettingsTest, SyncModeIsOneOfBspOspSspAsyncAndAsyncIsItsAlias) {
   EXPECT_EQ(MustParse({}).sync_mode, "bsp");
   EXPECT_EQ(MustParse({}).osp_period, 0);  // chosen from measurement
