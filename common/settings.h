@@ -74,7 +74,8 @@ struct Settings {
   // peers at once then keeps within what a shallow switch queue holds
   // (docs/decisions.md: "Bytes in flight per connection"). 0: the kernel's
   // autotuning (a connection grows to megabytes). Connections within the
-  // machine (loopback, ipc, shared memory) always keep the kernel's.
+  // machine (to any of its addresses, ipc, shared memory) always keep the
+  // kernel's.
   uint64_t tcp_send_buffer_bytes = 32ull << 10;
   // SYNCLINE_SHM. Payloads between a worker and a server on the same machine
   // (same kernel and network namespace) go through shared memory instead of

@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "transport/wire.h"
+#include "transport/zmq/this_host.h"
 
 namespace syncline {
 namespace {
@@ -26,17 +27,6 @@ std::string BindSpelling(const std::string& address) {
   if (address.rfind("tcp://", 0) == 0 && address.size() > 2 && address.compare(address.size() - 2, 2, ":0") == 0)
     return address.substr(0, address.size() - 1) + "*";
   return address;
-}
-
-// True for a tcp:// address on this machine's loopback (127.0.0.0/8, ::1,
-// localhost), whose connections never meet a switch queue.
-bool IsTcpLoopback(const std::string& address) {
-  const std::string prefix = "tcp://";
-  if (address.rfind(prefix, 0) != 0) return false;
-  const std::string host = address.substr(prefix.size());
-  for (const char* loopback : {"127.", "[::1]", "localhost:"})
-    if (host.rfind(loopback, 0) == 0) return true;
-  return false;
 }
 
 // True if something accepts connections on the unix socket at `path` now.
@@ -134,7 +124,7 @@ class ZmqEndpoint : public Endpoint {
       p->socket.set(zmq::sockopt::linger, 0);
       p->socket.set(zmq::sockopt::sndhwm, options_.send_queue_messages);
       // Bounds the bytes in flight from this node to that peer (ZmqOptions).
-      if (options_.tcp_send_buffer_bytes > 0 && where.rfind("tcp://", 0) == 0 && !IsTcpLoopback(where))
+      if (options_.tcp_send_buffer_bytes > 0 && where.rfind("tcp://", 0) == 0 && !LeadsHere(where))
         p->socket.set(zmq::sockopt::sndbuf, options_.tcp_send_buffer_bytes);
       if (options_.curve) {
         p->socket.set(zmq::sockopt::curve_serverkey, server_key);
@@ -287,6 +277,11 @@ class ZmqEndpoint : public Endpoint {
     }
     auto admitted = AdmitReceived(std::move(message), counters_, address_);
     if (admitted) receiver_(std::move(*admitted));
+  }
+
+  // Whether the tcp:// address `where` leads to this host (ZmqOptions).
+  bool LeadsHere(const std::string& where) const {
+    return options_.leads_to_this_host ? options_.leads_to_this_host(where) : LeadsToThisHost(where);
   }
 
   const ZmqOptions options_;

@@ -13,6 +13,7 @@
 // port in use does; a socket file nobody accepts on is taken over.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,10 +36,14 @@ struct ZmqOptions {
   // Messages larger than this are refused by the receiving socket before
   // they are buffered (guards against garbage claiming huge frames).
   int64_t max_message_bytes = int64_t{1} << 34;
-  // SO_SNDBUF of each tcp:// connection to a peer that is not on loopback
-  // (127.0.0.0/8, ::1, localhost): it bounds what the connection keeps
-  // unacknowledged. 0: the kernel's autotuning.
+  // SO_SNDBUF of each tcp:// connection to another machine: it bounds what
+  // the connection keeps unacknowledged. A connection to this host
+  // (transport/zmq/this_host.h) keeps the kernel's. 0: the kernel's
+  // autotuning everywhere.
   int tcp_send_buffer_bytes = 0;
+  // Whether a tcp:// address leads to this host; empty: LeadsToThisHost.
+  // Tests pass one that calls this host's own address another machine's.
+  std::function<bool(const std::string& tcp_address)> leads_to_this_host;
   // Encrypt every connection with CURVE.
   bool curve = false;
   // The endpoint's CURVE secret key, 32 raw bytes; empty: a fresh random
