@@ -104,6 +104,7 @@ class Loopback:
             argv = [PSLAUNCH, "--workers", str(n), "--servers", str(a.servers), "--timeout", str(a.job_timeout),
                     "--emulated-hosts", hosts, "--", *step_args(a, model, "syncline")]
             out = self._run_all([argv], [clean_env(env)], config)
+        self.last_output = out
         return results(out, n, config)
 
 
@@ -198,18 +199,21 @@ class Cluster:
             procs = [self.c.start(h, step_args(a, model, "compute") + ["--as-worker", f"{r}/{n}"], clean_env(),
                                   name=f"compute-{r}")
                      for r, h in enumerate(hosts)]
-            return results(self._wait(procs, config), n, config)
+            self.last_output = self._wait(procs, config)
+            return results(self.last_output, n, config)
         if is_baseline(config, a):
             addresses = [self.c.address(h) for h in hosts]
             procs = [self.c.start(h, step_args(a, model, a.fw.baseline_mode, config),
                                   clean_env(a.fw.baseline_env(r, n, addresses, 29500, self.c.host_link(h))),
                                   name=f"{a.fw.baseline_mode}-{r}")
                      for r, h in enumerate(hosts)]
-            return results(self._wait(procs, config), n, config)
+            self.last_output = self._wait(procs, config)
+            return results(self.last_output, n, config)
         job = self.jobs.start_job(self.c, self.layout(config), step_args(a, model, "syncline"),
                                   dict(variant_env(config, a), PATH=os.environ["PATH"]), timeout=a.job_timeout)
         codes = job.wait(a.job_timeout + 10)
         if any(code != 0 for code in codes):
             raise RuntimeError(f"{config}: " + "; ".join(
                 f"{p.name}: exit {code}\n{p.output()[-2000:]}" for p, code in zip(job.procs, codes) if code != 0))
+        self.last_output = "".join(f"--- {p.name}\n{p.output()}" for p in job.procs)
         return results("".join(p.output() for p in job.workers), n, config)  # a JSON line per worker

@@ -43,6 +43,7 @@ each configuration's loss against training time and samples (bench/torch/curves.
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -94,6 +95,9 @@ def bench(platform, a):
             for config in configs:
                 dropped = platform.drops() if hasattr(platform, "drops") else None
                 rows = platform.run(config, model)
+                if a.logs:
+                    name = re.sub(r"[^A-Za-z0-9.]+", "-", f"{model} {config} {r + 1}").strip("-")
+                    (Path(a.logs) / f"{name}.log").write_text(platform.last_output)
                 ms = statistics.median(row["step_ms"] for row in rows)
                 samples[config].append(ms)
                 info = rows[0]
@@ -164,6 +168,8 @@ def main(argv=None):
                         "Syncline configuration's final loss")
     p.add_argument("--lr", type=float, default=0.004, help="--curve: the SGD learning rate (momentum 0.9)")
     p.add_argument("--curve-svg", help="--curve: draw the curves here ({model} is replaced by the model's name)")
+    p.add_argument("--logs", help="write each job's whole output (every process's, with "
+                   "SYNCLINE_LOG_LEVEL as set) into this folder, a file per model, configuration and repeat")
     p.add_argument("--json", help="also write the summary here (input of bench/torch/bars_svg.py)")
     p.add_argument("--compute-ms", type=float, default=0.0,
                    help="every step also sleeps this long (an accelerator's compute, leaving the shared CPUs free)")
@@ -191,6 +197,8 @@ def main(argv=None):
     if a.ddp_hooks and a.framework != "torch":
         sys.exit("--ddp-hooks are DDP's (--framework torch)")
     a.models = a.models or a.fw.models[a.where]
+    if a.logs:
+        Path(a.logs).mkdir(parents=True, exist_ok=True)
     if not os.access(PSLAUNCH, os.X_OK):
         sys.exit(f"{PSLAUNCH} is missing: run this with the shims' Python (.venv/bin/python, made by scripts/build)")
     with (Cluster(a) if cluster else Loopback(a)) as platform:
