@@ -79,8 +79,15 @@ class LocalReducer {
   void SetTimeline(Timeline* timeline) { timeline_ = timeline; }
   // Tells the group's other workers this one pushes nothing more (Shutdown),
   // or nothing until it passed its next barrier (its push_pulls are done).
+  // AnnounceFinished then stops taking their parts (StopTakingParts).
   void AnnounceFinished();
   void AnnounceBarrier();
+  // Stops taking the other workers' parts and fails this worker's chunks
+  // still gathering, without telling the others. For a Shutdown that gave up
+  // on push_pulls still in flight: the servers are not told this worker
+  // finished either, since it did not (a peer told so would blame the wrong
+  // thing); to both it is a worker that stopped, which the scheduler names.
+  void StopTakingParts();
   // This worker passed a barrier.
   void PassedBarrier();
 

@@ -54,6 +54,10 @@ void LocalReducer::End(const std::string& why, int peer) {
 
 void LocalReducer::AnnounceFinished() {
   Announce(proto::LOCAL_FINISHED, 0);
+  StopTakingParts();
+}
+
+void LocalReducer::StopTakingParts() {
   // This worker posts nothing more: parts of later rounds sent here wait for
   // nothing, and hold their senders' memory (an in-process transport's views).
   std::map<RoundKey, Gathering> dropped;

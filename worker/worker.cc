@@ -80,22 +80,22 @@ Operation::DoneCallback Worker::Measured(Operation::DoneCallback on_done) {
 
 Worker::~Worker() {
   stall_watch_.reset();  // it looks at ops_ and sends through the endpoint
-  bool left_early = false;
+  std::string left_because;
   {
     MutexLock lock(mu_);
     leaving_ = true;  // from now on an abort starts no closer_: this destructor closes the endpoint
     if (!shutdown_) {
       shutdown_ = Aborted("worker destroyed without Shutdown");
-      left_early = true;
+      left_because = "stopped without Shutdown (its training process failed, returned early or could not start)";
+    } else if (shutdown_gave_up_) {
+      left_because = "stopped with push_pulls unfinished (its Shutdown gave up waiting for them)";
     }
   }
-  // A worker whose process failed, returned early or could not finish
-  // starting ends the job now, naming itself, rather than leaving the others
-  // to wait for the heartbeat timeout.
-  if (left_early && rank() >= 0 && client_.health().ok()) {
-    runtime_.Abort("worker " + std::to_string(rank()) +
-                   " stopped without Shutdown (its training process failed, returned early or could not start)");
-  }
+  // A worker whose process failed, returned early, could not finish
+  // starting or left push_pulls unfinished ends the job now, naming itself,
+  // rather than leaving the others to wait for the heartbeat timeout.
+  if (!left_because.empty() && rank() >= 0 && client_.health().ok())
+    runtime_.Abort("worker " + std::to_string(rank()) + " " + left_because);
   std::thread closer;
   {
     MutexLock lock(mu_);
@@ -360,11 +360,21 @@ Status Worker::Shutdown() {
   }
   Status result = WaitForOperationsInFlight();
   // A failed operation still leaves as finished; a stuck one does not (the
-  // servers would take this worker for one that finished short of its rounds).
+  // servers, and the other workers of its host, would take this worker for
+  // one that finished short of its rounds).
   const bool stuck = result.code() == StatusCode::kDeadlineExceeded;
+  if (stuck) {
+    MutexLock lock(mu_);
+    shutdown_gave_up_ = true;
+  }
   // Health before the announcement: an abort it provokes is the peers' to report.
   if (result.ok()) result = client_.health();
-  if (LocalReducer* local = local_.load()) local->AnnounceFinished();
+  if (LocalReducer* local = local_.load()) {
+    if (stuck)
+      local->StopTakingParts();
+    else
+      local->AnnounceFinished();
+  }
   if (timeline_) {
     Status written = timeline_->Write();
     if (written.ok())

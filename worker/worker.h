@@ -224,6 +224,9 @@ class Worker {
   std::map<std::string, TensorId> by_name_ GUARDED_BY(mu_);
   std::vector<std::weak_ptr<Operation>> ops_ GUARDED_BY(mu_);  // to wait for at shutdown
   std::optional<Status> shutdown_ GUARDED_BY(mu_);
+  // Shutdown gave up on push_pulls in flight: the job cannot finish without
+  // them, so the destructor ends it, naming this worker.
+  bool shutdown_gave_up_ GUARDED_BY(mu_) = false;
   std::thread closer_ GUARDED_BY(mu_);  // closes the endpoint after an abort
   bool leaving_ GUARDED_BY(mu_) = false;  // the destructor has begun; it closes the endpoint itself
 

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <latch>
@@ -307,6 +308,63 @@ TEST(LocalReduce, APushPullPostedAfterItsHostPeerFinishedNamesThePeerTheRoundAnd
     EXPECT_NE(st.message().find("worker 1 finished without pushing round 1"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("[tensor '"), std::string::npos) << st.message();
   }
+  job.JoinAll();
+}
+
+// Worker 1 posts round 0 of both tensors and shuts down before worker 0 has
+// posted any: its Shutdown gives up on the push_pull it waits to push for the
+// host, and its process ends. Worker 0 must not be told that worker 1
+// finished without pushing round 0 (it posted it; the job would end blaming
+// the wrong mistake), and must not wait for the heartbeat timeout either:
+// the job ends naming worker 1 as one that left push_pulls unfinished.
+TEST(LocalReduce, AShutdownThatGaveUpOnAPushPullEndsTheJobNamingItNotAsFinished) {
+  InProcessJob::Options o = JobOf({2});
+  o.heartbeat_timeout_ms = 60000;  // only worker 1's own abort can end the job in time
+  o.request_timeout_ms = 1000;     // worker 1's Shutdown gives up after 1 s
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  std::latch shut_down(1), posted(1);
+  Status worker_zeros_round;
+  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    std::vector<TensorId> ids;  // consecutive ids: each worker pushes one of the two for the host
+    for (const char* name : {"a", "b"}) {
+      SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare(name, DType::kFloat32, 500));
+      ids.push_back(id);
+    }
+    std::vector<float> x(500, 1.0f);
+    if (rank == 1) {
+      Status st = Status::Ok();
+      for (TensorId id : ids)
+        if (Result<OpHandle> h = w.PushPull(id, x.data(), false); !h.ok()) st = h.status();
+      const Status shutdown = w.Shutdown();
+      shut_down.count_down();  // whatever happened: worker 0 must not wait forever
+      posted.wait();
+      job.DestroyWorker(1);  // the training process ends
+      if (!st.ok()) return st;
+      return shutdown.code() == StatusCode::kDeadlineExceeded ? Status::Ok()
+                                                              : Internal("Shutdown did not give up: " + shutdown.ToString());
+    }
+    shut_down.wait();
+    // Posted while worker 1 still runs: what it told its host decides.
+    std::vector<Result<OpHandle>> handles;
+    for (TensorId id : ids) handles.push_back(w.PushPull(id, x.data(), false));
+    posted.count_down();
+    const auto start = std::chrono::steady_clock::now();
+    for (Result<OpHandle>& h : handles) {
+      Status st = h.ok() ? h->Wait(Deadline::AfterMs(20000)) : h.status();
+      if (!st.ok() && worker_zeros_round.ok()) worker_zeros_round = st;
+    }
+    return std::chrono::steady_clock::now() - start < std::chrono::seconds(10) ? Status::Ok()
+                                                                                : Internal("the job ended late");
+  });
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1].ToString();
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0].ToString();
+  EXPECT_EQ(worker_zeros_round.code(), StatusCode::kAborted) << worker_zeros_round.ToString();
+  EXPECT_NE(worker_zeros_round.message().find("worker 1 stopped with push_pulls unfinished"), std::string::npos)
+      << worker_zeros_round.message();
+  EXPECT_EQ(worker_zeros_round.message().find("finished without pushing"), std::string::npos)
+      << worker_zeros_round.message();
   job.JoinAll();
 }
 
