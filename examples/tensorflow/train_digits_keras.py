@@ -62,7 +62,7 @@ def main():
     data = worker_batches(train_x, train_y, args.batch_size, rank, size, args.seed)
     model.fit(data, epochs=args.epochs, callbacks=callbacks, shuffle=False, verbose=0)  # data: shuffled above
     if bps is not None:
-        # In osp mode (SYNCLINE_SYNC_MODE=osp) every worker takes the global model; else a no-op.
+        # In osp and ssp modes (SYNCLINE_SYNC_MODE) every worker takes the global model; else a no-op.
         optimizer.average_models()
     report_and_save(model, test, args, rank)
     if bps is not None:

@@ -81,13 +81,15 @@ class Session:
                 f"{what} is refused in osp mode (SYNCLINE_SYNC_MODE=osp): there workers sum their model changes "
                 "every SYNCLINE_OSP_PERIOD steps through the DistributedOptimizer (or syncline.torch's "
                 "DistributedDataParallel), and a gradient summed here would be applied on top of them. Send "
-                "values to log with broadcast_object, or run with SYNCLINE_SYNC_MODE=bsp")
+                "values to log with a broadcast (syncline.torch's broadcast_object, syncline.tensorflow's "
+                "broadcast), or run with SYNCLINE_SYNC_MODE=bsp")
         if self.sync_mode == "ssp":
             raise SynclineError(
                 f"{what} is refused in ssp mode (SYNCLINE_SYNC_MODE=ssp): there the servers keep a running total "
                 "of every push, which the DistributedOptimizer (or syncline.torch's DistributedDataParallel) uses "
                 "to carry model changes, so a push_pull returns that total rather than this step's sum. Send "
-                "values to log with broadcast_object, or run with SYNCLINE_SYNC_MODE=bsp")
+                "values to log with a broadcast (syncline.torch's broadcast_object, syncline.tensorflow's "
+                "broadcast), or run with SYNCLINE_SYNC_MODE=bsp")
 
     def on_shutdown(self, close):
         """Runs close() at shutdown(), before the worker leaves the job."""

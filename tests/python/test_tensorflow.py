@@ -60,17 +60,19 @@ def test_two_workers_train_the_digits_model(tmp_path, loop):
     for name in weights[0].files:
         assert np.array_equal(weights[0][name], weights[1][name]), f"weight {name} differs between the workers"
     if loop == "keras":
-        # OSP (the Keras optimizer's apply) reaches BSP's accuracy within 0.5 points, and the models
-        # every worker holds after average_models() are the same.
+        # OSP and SSP (the Keras optimizer's apply) reach BSP's accuracy within 0.5 points, and the
+        # models every worker holds after average_models() are the same.
         bsp = conftest.final_accuracy(worker_lines(out, 0))
-        code, osp_out = run_job(2, [example, "--save", save], env={"SYNCLINE_SYNC_MODE": "osp",
-                                                                   "SYNCLINE_OSP_PERIOD": 2, "SYNCLINE_DETERMINISTIC": 1})
-        assert code == 0, osp_out
-        osp = conftest.final_accuracy(worker_lines(osp_out, 0))
-        assert osp >= bsp - 0.005, (osp, bsp)
-        weights = [np.load(save.format(rank=r)) for r in range(2)]
-        for name in weights[0].files:
-            assert np.array_equal(weights[0][name], weights[1][name]), f"osp: weight {name} differs between workers"
+        # (ssp's running totals are summed in arrival order, which deterministic mode refuses)
+        for mode, setting in (("osp", {"SYNCLINE_OSP_PERIOD": 2, "SYNCLINE_DETERMINISTIC": 1}),
+                              ("ssp", {"SYNCLINE_SSP_STALENESS": 2})):
+            code, mode_out = run_job(2, [example, "--save", save], env={"SYNCLINE_SYNC_MODE": mode, **setting})
+            assert code == 0, mode_out
+            accuracy = conftest.final_accuracy(worker_lines(mode_out, 0))
+            assert accuracy >= bsp - 0.005, (mode, accuracy, bsp)
+            weights = [np.load(save.format(rank=r)) for r in range(2)]
+            for name in weights[0].files:
+                assert np.array_equal(weights[0][name], weights[1][name]), f"{mode}: weight {name} differs"
 
 
 def test_two_workers_a_host_train_as_flat_training_does(tmp_path):
@@ -110,12 +112,13 @@ print("before-init ok")
     run_probe(probe, "before-init ok", TF_CPP_MIN_LOG_LEVEL=2)
 
 
-def test_osp_mode_is_refused_with_the_reason():
-    conftest.run_checks("tf_checks.py", "osp_refused", env={"SYNCLINE_SYNC_MODE": "osp"})
+@pytest.mark.parametrize("mode", ["osp", "ssp"])
+def test_gradient_sums_are_refused_in_model_modes_with_the_reason(mode):
+    conftest.run_checks("tf_checks.py", "gradient_sums_refused", env={"SYNCLINE_SYNC_MODE": mode})
 
 
 def run_osp_checks(check, workers=2, period=1):
-    conftest.run_checks("tf_osp_checks.py", check, workers,
+    conftest.run_checks("tf_model_sync_checks.py", check, workers,
                         env={"SYNCLINE_SYNC_MODE": "osp", "SYNCLINE_OSP_PERIOD": period})
 
 
@@ -130,3 +133,20 @@ def test_osp_keras_fit_trains_as_local():
 
 def test_osp_keras_traced_steps_equal_eager_steps():
     run_osp_checks("traced_steps_equal_eager_steps", period=2)
+
+
+def run_ssp_checks(check, workers=2, staleness=2):
+    conftest.run_checks("tf_model_sync_checks.py", check, workers,
+                        env={"SYNCLINE_SYNC_MODE": "ssp", "SYNCLINE_SSP_STALENESS": staleness})
+
+
+def test_ssp_keras_optimizer_merges_to_bsp():
+    run_ssp_checks("merged_model_equals_bsp")
+
+
+def test_ssp_keras_fit_trains_as_local():
+    run_ssp_checks("fit_trains_as_local", workers=1)
+
+
+def test_ssp_keras_no_worker_reads_more_than_k_steps_ahead():
+    run_ssp_checks("no_worker_reads_more_than_k_steps_ahead", workers=3, staleness=1)

@@ -17,14 +17,15 @@ import tensorflow as tf
 from syncline import _model_sync, _session
 
 
-class _KerasVariables:
+class KerasVariables:
     """syncline._model_sync's view of Keras variables (the adapter its docstring describes)."""
 
-    def __init__(self, variables, names, form, vote_name):
+    def __init__(self, variables, names, form, vote_name, start_prefix="osp.start."):
         self.variables = self._variables = variables
         self.names = names
         self._form = form
         self._vote_name = vote_name
+        self._start_prefix = start_prefix  # what the broadcast of worker 0's values is named by
 
     def resources(self):
         """The variables' resource handles: an op that takes them is ordered with their reads and writes."""
@@ -33,10 +34,13 @@ class _KerasVariables:
     def copy(self):
         return [np.array(v.numpy(), copy=True, order="C") for v in self._variables]
 
+    def current(self):
+        return [v.numpy() for v in self._variables]
+
     def broadcast_(self, values):
         session = _session.current()
         for name, value in zip(self.names, values):
-            tensor_id = session.tensor_id("osp.start." + name, _session.array_dtype(value), value.shape, "none")
+            tensor_id = session.tensor_id(self._start_prefix + name, _session.array_dtype(value), value.shape, "none")
             session.broadcast_array(tensor_id, value, 0)
         return values
 
@@ -67,19 +71,17 @@ class _KerasVariables:
         return float(self.wait(handle)[0])
 
 
-class ModelSync(_model_sync.ModelSync):
-    """The OSP synchronizations of one optimizer's variables; its tensors are named `prefix` + each
-    variable's name. They are declared at the first synchronization, in the variables' order."""
+def check_variables(variables, mode):
+    """Raises TypeError unless every variable is float32 or float64, what `mode` (osp, ssp) averages."""
+    for v in variables:
+        dtype = tf.as_dtype(v.dtype)  # Keras 3 variables name theirs as a string
+        if dtype not in (tf.float32, tf.float64):
+            raise TypeError(f"{mode} mode averages float32 and float64 variables; {v.name} is {dtype.name}")
 
-    def __init__(self, variables, names, period, form, prefix):
-        _model_sync.check_period(period)
-        for v in variables:
-            dtype = tf.as_dtype(v.dtype)  # Keras 3 variables name theirs as a string
-            if dtype not in (tf.float32, tf.float64):
-                raise TypeError(f"osp mode averages float32 and float64 variables; {v.name} is {dtype.name}")
-        names = [prefix + n for n in names]
-        vote_name = f"{names[0]}.period.vote" if names else prefix + "period.vote"
-        super().__init__(_KerasVariables(list(variables), names, form, vote_name), period)
+
+class InGraph:
+    """The schedule's two calls around an update, as ops of the tf.function being traced (run at every
+    step), mixed into a synchronization of KerasVariables (`self._model`)."""
 
     def holds(self, variables):
         """Whether `variables` are the ones this synchronizes, in its order."""
@@ -87,16 +89,16 @@ class ModelSync(_model_sync.ModelSync):
         return len(variables) == len(mine) and all(a is b for a, b in zip(variables, mine))
 
     def before_update_in_graph(self):
-        """before_update() as an op of the tf.function being traced (run at every step). It takes the
-        variables' resources, so TensorFlow orders it before the update's reads and writes of them."""
+        """before_update() as an op. It takes the variables' resources, so TensorFlow orders it before
+        the update's reads and writes of them."""
         return tf.py_function(self._before_update_step, self._model.resources(), tf.bool,
-                              name="SynclineOspBeforeUpdate")
+                              name="SynclineBeforeUpdate")
 
     def after_update_in_graph(self):
-        """after_update() as an op of the tf.function being traced, ordered after the update's writes
-        and before any later read of the variables (the next forward of a multi-step function)."""
+        """after_update() as an op, ordered after the update's writes and before any later read of the
+        variables (the next forward of a multi-step function)."""
         return tf.py_function(self._after_update_step, self._model.resources(), tf.bool,
-                              name="SynclineOspAfterUpdate")
+                              name="SynclineAfterUpdate")
 
     def _before_update_step(self, *resources):
         self.before_update()
@@ -105,3 +107,15 @@ class ModelSync(_model_sync.ModelSync):
     def _after_update_step(self, *resources):
         self.after_update()
         return True
+
+
+class ModelSync(InGraph, _model_sync.ModelSync):
+    """The OSP synchronizations of one optimizer's variables; its tensors are named `prefix` + each
+    variable's name. They are declared at the first synchronization, in the variables' order."""
+
+    def __init__(self, variables, names, period, form, prefix):
+        _model_sync.check_period(period)
+        check_variables(variables, "osp")
+        names = [prefix + n for n in names]
+        vote_name = f"{names[0]}.period.vote" if names else prefix + "period.vote"
+        super().__init__(KerasVariables(list(variables), names, form, vote_name), period)

@@ -116,15 +116,6 @@ class Compression(NativeForms):
     fp16 = FP16Compressor
 
 
-def _refuse_model_sync(session, what):
-    """osp: only the DistributedOptimizer sums (model changes); ssp: not in this shim yet."""
-    if session.sync_mode == "ssp":
-        raise SynclineError("syncline.tensorflow does not train in ssp mode yet (SYNCLINE_SYNC_MODE=ssp; "
-                            "syncline.torch does): it sums gradients, which that mode does not. Run with "
-                            "SYNCLINE_SYNC_MODE=bsp or osp")
-    session.refuse_raw_sums(what)
-
-
 def _check_dtype(tensor):
     if tensor.dtype not in _FLOATS:
         raise _capi.unsupported_dtype(tensor.dtype.name, [d.name for d in _FLOATS])
@@ -267,7 +258,7 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
     of the result is push_pulled too."""
     session = _session.current()
     if session.sums_models:
-        _refuse_model_sync(session, "push_pull")
+        session.refuse_raw_sums("push_pull")
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     _check_dtype(tensor)
@@ -304,7 +295,7 @@ def average_gradients(grads, names, priorities, compression=Compression.none):
     embedding's gradient) is sent whole."""
     session = _session.current()
     if session.sums_models:
-        _refuse_model_sync(session, "averaging gradients")
+        session.refuse_raw_sums("averaging gradients")
     present = [i for i, g in enumerate(grads) if g is not None]
     sent, contexts = [], []
     for i in present:

@@ -10,9 +10,11 @@ wrapped optimizer's own.
 
 In osp mode (SYNCLINE_SYNC_MODE=osp) no gradient is averaged: apply() updates
 with the local gradients, and every SYNCLINE_OSP_PERIOD steps the model change
-is averaged while training goes on (syncline.tensorflow.model_sync).
-average_models() makes every worker hold the global model (before a
-checkpoint or an evaluation).
+is averaged while training goes on (syncline.tensorflow.model_sync). In ssp
+mode apply() updates with the local gradients, sends the change to the servers
+and takes the model back, at most SYNCLINE_SSP_STALENESS steps stale
+(syncline.tensorflow.stale_sync). average_models() makes every worker hold the
+global model (before a checkpoint or an evaluation).
 """
 
 import tensorflow as tf
@@ -21,6 +23,7 @@ from syncline import _session
 from syncline.compression import native_form
 from syncline.errors import SynclineError
 from syncline.tensorflow.model_sync import ModelSync
+from syncline.tensorflow.stale_sync import StaleSync
 from syncline.tensorflow.ops import Compression, average_gradients, graph_builder, refuse_xla, variable_name
 
 
@@ -28,46 +31,49 @@ class _SynclineApply:
     """Mixed in before the user's optimizer class."""
 
     _syncline_compression = Compression.none
-    _syncline_model_sync = None  # osp mode: the synchronizations of this optimizer's variables
+    _syncline_model_sync = None  # osp and ssp modes: the synchronizations of this optimizer's variables
 
     @graph_builder
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
         variables = list(trainable_variables) if trainable_variables is not None else None
         session = _session.current()  # a clear error before init(), not a failure deep in a trace
-        if session.sync_mode == "osp":
+        if session.sums_models:
             return self._syncline_apply_locally(grads, variables)
         return super().apply(self._syncline_average(grads, variables), trainable_variables=variables)
 
     def average_models(self):
-        """In osp mode, merges the synchronization in flight and averages once more: every worker then
-        holds the global model (before a checkpoint or an evaluation). A collective: every worker
-        calls it after the same number of steps, eagerly (after model.fit, or from a callback).
-        Otherwise the models are equal already and it does nothing."""
-        if _session.current().sync_mode != "osp":
+        """In osp mode, merges the synchronization in flight and averages once more; in ssp mode, waits
+        for every worker's changes and takes the model: every worker then holds the global model
+        (before a checkpoint or an evaluation). A collective: every worker calls it after the same
+        number of steps, eagerly (after model.fit, or from a callback). Otherwise the models are
+        equal already and it does nothing."""
+        if not _session.current().sums_models:
             return
         if self._syncline_model_sync is None and not self.built:
             raise SynclineError("average_models() before the optimizer's first update: there is no model to average")
         self._syncline_sync_of(list(self._trainable_variables)).average_models()
 
     def _syncline_sync_of(self, variables):
-        """osp: the synchronizations of this optimizer's variables (made at the first update; a later
-        update of other variables is refused, as they would not be synchronized)."""
+        """osp, ssp: the synchronizations of this optimizer's variables (made at the first update; a
+        later update of other variables is refused, as they would not be synchronized)."""
         sync = self._syncline_model_sync
+        mode = _session.current().sync_mode
         if sync is None:
             names = [variable_name(v, i) for i, v in enumerate(variables)]
-            sync = self._syncline_model_sync = ModelSync(variables, names, _session.current().worker.osp_period,
-                                                         native_form(self._syncline_compression),
-                                                         prefix=f"{self.name}.osp.")
+            form = native_form(self._syncline_compression)
+            sync = self._syncline_model_sync = \
+                ModelSync(variables, names, _session.current().worker.osp_period, form, prefix=f"{self.name}.osp.") \
+                if mode == "osp" else StaleSync(variables, names, form, prefix=f"{self.name}.ssp.")
         elif not sync.holds(variables):
             raise SynclineError(
-                f"optimizer {self.name} updates other variables than at its first update, which osp mode "
-                "(SYNCLINE_SYNC_MODE=osp) synchronizes: give each model (or each set of trainable variables) "
+                f"optimizer {self.name} updates other variables than at its first update, which {mode} mode "
+                f"(SYNCLINE_SYNC_MODE={mode}) synchronizes: give each model (or each set of trainable variables) "
                 "its own DistributedOptimizer")
         return sync
 
     def _syncline_apply_locally(self, grads, variables):
-        """osp: the local update, then the synchronization schedule (syncline.tensorflow.model_sync)."""
+        """osp, ssp: the local update, then the synchronization schedule (model_sync, stale_sync)."""
         sync = self._syncline_sync_of(variables if variables is not None else list(self._trainable_variables))
         if tf.executing_eagerly():
             sync.before_update()

@@ -27,22 +27,26 @@ def declare_parameters(named_parameters, compression, prefix):
     return params
 
 
-class _TorchParameters:
+class TorchParameters:
     """syncline._model_sync's view of torch parameters (the adapter its docstring describes)."""
 
-    def __init__(self, params, compression, vote_name):
+    def __init__(self, params, compression, vote_name, start_prefix="osp.start."):
         self._params = params  # (name, parameter)
         self._compression = compression
         self._vote_name = vote_name
+        self._start_prefix = start_prefix  # what the broadcast of worker 0's parameters is named by
         self.names = [name for name, _ in params]
 
     def copy(self):
         with torch.no_grad():
             return [p.detach().clone() for _, p in self._params]
 
+    def current(self):
+        return [p.detach() for _, p in self._params]
+
     def broadcast_(self, values):
         for name, v in zip(self.names, values):
-            broadcast_tensor_(v, 0, "osp.start." + name)
+            broadcast_tensor_(v, 0, self._start_prefix + name)
         return values
 
     def load(self, values):
@@ -82,6 +86,6 @@ class ModelSync(_model_sync.ModelSync):
         params = declare_parameters(named_parameters, compression, prefix)
         # One vote tensor per wrapper: named after its first parameter, which no other wrapper has.
         vote_name = f"{params[0][0]}.period.vote" if params else prefix + "period.vote"
-        super().__init__(_TorchParameters(params, compression, vote_name), period)
+        super().__init__(TorchParameters(params, compression, vote_name), period)
         if self.auto:
             _session.current().tensor_id(vote_name, ops.wire_dtype(torch.float64), (1,))

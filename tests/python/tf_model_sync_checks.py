@@ -1,11 +1,14 @@
-"""Checks of osp mode through syncline.tensorflow's Keras DistributedOptimizer that run inside every
-worker of a job: python tf_osp_checks.py CHECK (as osp_checks.py does for torch).
+"""Checks of osp and ssp modes through syncline.tensorflow's Keras DistributedOptimizer that run inside
+every worker of a job: python tf_model_sync_checks.py CHECK (as osp_checks.py and ssp_checks.py do for
+torch).
 
-The job runs with SYNCLINE_SYNC_MODE=osp. As in osp_checks.py, the models are
-linear in their parameters with constant gradients (loss = sum(w * c)), so every
-value stays a dyadic rational and OSP's merged model must equal BSP's bit for bit.
+The job runs with SYNCLINE_SYNC_MODE=osp or ssp. As in osp_checks.py, the models
+are linear in their parameters with constant gradients (loss = sum(w * c)), so
+every value stays a dyadic rational and the averaged model must equal BSP's bit
+for bit.
 """
 import os
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
@@ -21,6 +24,15 @@ START = np.array([1.0, 2.0, -3.0, 0.5], np.float32)
 def constant_gradient(rank):
     """This worker's gradient: the same every step, different on every worker."""
     return np.array([1.0, -2.0, 0.25, 4.0], np.float32) * (rank + 1)
+
+
+MODE = os.environ["SYNCLINE_SYNC_MODE"]
+
+
+def exchanges(optimizer):
+    """How many times the optimizer's variables went to the servers: synchronizations in osp, rounds in ssp."""
+    sync = optimizer._syncline_model_sync
+    return sync.synchronizations if MODE == "osp" else sync.rounds
 
 
 def bsp_result(steps):
@@ -49,17 +61,17 @@ def merged_model_equals_bsp():
         traced()
     for _ in range(2):
         step()
-    assert optimizer._syncline_model_sync.synchronizations >= 1
+    assert exchanges(optimizer) >= 1
     optimizer.average_models()
     assert np.array_equal(w.numpy(), bsp_result(7)), (w.numpy(), bsp_result(7))
-    # Gradients are never summed in osp: a push_pull is refused, saying why.
-    expect_error(bps.SynclineError, lambda: bps.push_pull(tf.ones(3), name="raw"), ["osp mode"],
-                 "a push_pull ran in osp mode")
+    # Gradients are never summed in osp or ssp: a push_pull is refused, saying why.
+    expect_error(bps.SynclineError, lambda: bps.push_pull(tf.ones(3), name="raw"), [f"{MODE} mode"],
+                 f"a push_pull ran in {MODE} mode")
 
 
 def fit_trains_as_local():
-    """model.fit (one worker, period 2) moves the parameters as the plain optimizer does (up to the
-    rounding of the graph's and the merge's arithmetic)."""
+    """model.fit (one worker; in osp, period 2) moves the parameters as the plain optimizer does (up to
+    the rounding of the graph's and the merge's arithmetic)."""
     import keras
 
     x = np.round(np.random.default_rng(3).normal(size=(8, 4)) * 8) / 8
@@ -79,7 +91,8 @@ def fit_trains_as_local():
     for m in (local, distributed):
         m.fit(x, y, batch_size=8, epochs=6, verbose=0, shuffle=False)
     optimizer.average_models()
-    assert optimizer._syncline_model_sync.synchronizations == 4  # 3 periods and average_models()
+    # osp: 3 periods and average_models(); ssp: 6 steps and average_models()
+    assert exchanges(optimizer) == (4 if MODE == "osp" else 7), exchanges(optimizer)
     for a, b in zip(local.trainable_variables, distributed.trainable_variables):
         assert np.allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-6), (a.path, a.numpy(), b.numpy())
 
@@ -119,7 +132,7 @@ def traced_steps_equal_eager_steps():
     three_steps()
     three_steps()
     for optimizer in (eager_optimizer, traced_optimizer):
-        assert optimizer._syncline_model_sync.synchronizations == 3, optimizer._syncline_model_sync.synchronizations
+        assert exchanges(optimizer) == 3, exchanges(optimizer)
         optimizer.average_models()
     for eager, traced in ((w_eager, w_traced), (b_eager, b_traced)):
         assert np.allclose(eager.numpy(), traced.numpy(), rtol=1e-6, atol=1e-7), (eager.numpy(), traced.numpy())
@@ -129,7 +142,44 @@ def traced_steps_equal_eager_steps():
                  ["other variables", "its own DistributedOptimizer"], "an osp optimizer updated other variables")
 
 
-CHECKS = {f.__name__: f for f in (merged_model_equals_bsp, fit_trains_as_local, traced_steps_equal_eager_steps)}
+def no_worker_reads_more_than_k_steps_ahead():
+    """ssp, steps in a tf.function, worker 0 a straggler (it sleeps every step). Each worker's step adds 1
+    to its own element of a shared counter, so the variable a worker holds after its step t counts the
+    steps of every worker it has seen: never fewer than t - k + 1, and the fast workers do run ahead."""
+    import keras
+
+    k = int(os.environ["SYNCLINE_SSP_STALENESS"])
+    rank, size, steps = bps.rank(), bps.size(), 20
+    counts = keras.Variable(np.zeros(size, np.float32), name="counts")
+    mine = np.zeros(size, np.float32)
+    mine[rank] = -float(size)  # the step adds size to my element; the servers average it to 1
+    optimizer = bps.DistributedOptimizer(keras.optimizers.SGD(1.0))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(counts * tf.constant(mine))
+        optimizer.apply_gradients(zip(tape.gradient(loss, [counts]), [counts]))
+
+    largest_lead = 0
+    for t in range(steps):
+        if rank == 0:
+            time.sleep(0.03)
+        step()
+        seen = counts.numpy()
+        assert seen[rank] == t + 1, (t, seen)
+        assert all(c >= t + 1 - k for c in seen), f"step {t}: read {seen.tolist()}, k = {k}"
+        largest_lead = max(largest_lead, t + 1 - int(seen.min()))
+    lead = int(bps.broadcast(tf.constant([largest_lead], tf.float32), root_rank=1, name="lead").numpy()[0])
+    if rank == 1:
+        assert 0 < lead <= k, f"worker 1 ran {lead} steps ahead of the slowest (k = {k})"
+    optimizer.average_models()
+    assert counts.numpy().tolist() == [float(steps)] * size, counts.numpy()
+    print(f"worker {rank}: the largest lead read was {largest_lead} steps", flush=True)
+
+
+CHECKS = {f.__name__: f for f in (merged_model_equals_bsp, fit_trains_as_local, traced_steps_equal_eager_steps,
+                                  no_worker_reads_more_than_k_steps_ahead)}
 
 if __name__ == "__main__":
     run_check(CHECKS, bps)
