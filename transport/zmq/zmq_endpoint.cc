@@ -8,13 +8,16 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <zmq.hpp>
 
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "transport/wire.h"
+#include "transport/zmq/kernel_send_buffer.h"
 #include "transport/zmq/this_host.h"
 
 namespace syncline {
@@ -124,8 +127,10 @@ class ZmqEndpoint : public Endpoint {
       p->socket.set(zmq::sockopt::linger, 0);
       p->socket.set(zmq::sockopt::sndhwm, options_.send_queue_messages);
       // Bounds the bytes in flight from this node to that peer (ZmqOptions).
-      if (options_.tcp_send_buffer_bytes > 0 && where.rfind("tcp://", 0) == 0 && !LeadsHere(where))
+      if (options_.tcp_send_buffer_bytes > 0 && where.rfind("tcp://", 0) == 0 && !LeadsHere(where)) {
+        std::call_once(send_buffer_checked_, [this] { WarnIfTheKernelCapsTheSendBuffer(); });
         p->socket.set(zmq::sockopt::sndbuf, options_.tcp_send_buffer_bytes);
+      }
       if (options_.curve) {
         p->socket.set(zmq::sockopt::curve_serverkey, server_key);
         p->socket.set(zmq::sockopt::curve_publickey, curve_public_);
@@ -236,6 +241,20 @@ class ZmqEndpoint : public Endpoint {
   EndpointStats stats() const override { return counters_.Get(); }
 
  private:
+  // Linux caps SO_SNDBUF at net.core.wmem_max without an error: a bound above it
+  // would not be the bound asked for, so the endpoint says so, at its first
+  // connection that asks for one.
+  void WarnIfTheKernelCapsTheSendBuffer() const {
+    const int asked = options_.tcp_send_buffer_bytes;
+    const int granted = KernelSendBufferFor(asked);
+    if (granted >= 0 && granted < std::min(asked, std::numeric_limits<int>::max() / 2))
+      SYNCLINE_LOG_WARN(
+          "SYNCLINE_TCP_SEND_BUFFER_BYTES={} is above what this kernel lets a socket ask for "
+          "(net.core.wmem_max): connections to other machines get {} bytes. Raise net.core.wmem_max "
+          "(sysctl -w net.core.wmem_max={}) or set a smaller value",
+          asked, granted, asked);
+  }
+
   struct Peer {
     Mutex mu;  // a socket is used by one thread at a time
     zmq::socket_t socket GUARDED_BY(mu);
@@ -293,6 +312,7 @@ class ZmqEndpoint : public Endpoint {
   Receiver receiver_;
   std::thread thread_;
   std::atomic<bool> closed_{false};
+  std::once_flag send_buffer_checked_;  // WarnIfTheKernelCapsTheSendBuffer ran
   // Held only to find a peer (Send copies its shared_ptr out) or to change the map.
   Mutex peers_mu_;  // taken before a Peer::mu, never after
   std::map<PeerId, std::shared_ptr<Peer>> peers_ GUARDED_BY(peers_mu_);

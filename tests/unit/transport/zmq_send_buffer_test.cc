@@ -1,7 +1,8 @@
 // ZmqOptions::tcp_send_buffer_bytes: the kernel send buffer of a tcp://
 // connection to another machine is the one asked for, and a connection to
 // this host (LeadsToThisHost, however its address is spelled) keeps the
-// kernel's. The sockets are found among this process's file descriptors by
+// kernel's; the setting reaches a node's endpoints; the kernel's cap on it
+// is found. The sockets are found among this process's file descriptors by
 // their peer's address.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -12,13 +13,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 
+#include "common/settings.h"
 #include "tests/unit/transport/collector.h"
+#include "transport/factory.h"
 #include "transport/wire.h"
+#include "transport/zmq/kernel_send_buffer.h"
 #include "transport/zmq/this_host.h"
 #include "transport/zmq/zmq_endpoint.h"
 
@@ -128,6 +139,66 @@ TEST(ZmqSendBufferTest, ZeroLeavesTheKernelsAutotuning) {
   // buffer starts at the default and grows from there.
   EXPECT_GE(*remote, KernelsDefaultSendBuffer());
   sender->Close();
+}
+
+TEST(ZmqSendBufferTest, TheSettingReachesTheEndpointsANodeMakes) {
+  Result<Settings> defaults = Settings::FromEnvironment({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(NodeTransportOptions(*defaults).tcp_send_buffer_bytes, 32 << 10);
+  Result<Settings> set = Settings::FromEnvironment({{"SYNCLINE_TCP_SEND_BUFFER_BYTES", "65536"}});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(NodeTransportOptions(*set).tcp_send_buffer_bytes, 65536);
+  Result<Settings> off = Settings::FromEnvironment({{"SYNCLINE_TCP_SEND_BUFFER_BYTES", "0"}});
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(NodeTransportOptions(*off).tcp_send_buffer_bytes, 0);
+}
+
+// net.core.wmem_max, where it is readable and below Linux's own ceiling of
+// INT_MAX / 2 (a larger value caps nothing).
+std::optional<int> KernelsSendBufferCap() {
+  std::ifstream in("/proc/sys/net/core/wmem_max");
+  long long cap = 0;
+  if (!(in >> cap) || cap < 20000 || cap > std::numeric_limits<int>::max() / 4) return std::nullopt;
+  return static_cast<int>(cap);
+}
+
+TEST(KernelSendBufferTest, AskingWithinTheCapGetsWhatWasAskedAndAboveItGetsTheCap) {
+  const std::optional<int> cap = KernelsSendBufferCap();
+  if (!cap) GTEST_SKIP() << "net.core.wmem_max is not readable here, or caps nothing a test can ask";
+  EXPECT_EQ(KernelSendBufferFor(20000), 20000);
+  EXPECT_EQ(KernelSendBufferFor(*cap), *cap);
+  EXPECT_EQ(KernelSendBufferFor(2 * *cap), *cap) << "net.core.wmem_max = " << *cap;
+}
+
+// What the endpoint logs while `connect` runs.
+std::string LogOf(const std::function<void()>& connect) {
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  connect();
+  spdlog::set_default_logger(previous);
+  return log.str();
+}
+
+TEST(KernelSendBufferTest, AnEndpointAskedForMoreThanTheCapWarnsOnceAndOneWithinItDoesNot) {
+  const std::optional<int> cap = KernelsSendBufferCap();
+  if (!cap) GTEST_SKIP() << "net.core.wmem_max is not readable here, or caps nothing a test can ask";
+  for (const int asked : {2 * *cap, 20000}) {
+    auto sender = CreateZmqEndpoint(CallingEveryAddressAnotherMachines(asked));
+    const std::string log = LogOf([&] {
+      for (PeerId peer : {1, 2}) ASSERT_TRUE(sender->Connect(peer, "tcp://127.0.0.1:1").ok());
+    });
+    if (asked > *cap) {
+      EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+      EXPECT_NE(log.find("SYNCLINE_TCP_SEND_BUFFER_BYTES=" + std::to_string(asked)), std::string::npos) << log;
+      EXPECT_NE(log.find("get " + std::to_string(*cap) + " bytes"), std::string::npos) << log;
+      EXPECT_NE(log.find("net.core.wmem_max"), std::string::npos) << log;
+    } else {
+      EXPECT_EQ(log, "") << "asked for " << asked << " within net.core.wmem_max = " << *cap;
+    }
+    sender->Close();
+  }
 }
 
 TEST(LeadsToThisHostTest, LoopbackThisHostsAddressesAndNamesLeadHere) {
