@@ -41,6 +41,9 @@ syncline.tensorflow.model_sync) with these methods:
                                 global_ += average; parameter i += global_ - snapshot
     post_vote(steps), wait_vote(handle)
                                 the period vote: one float averaged over workers
+
+The same adapters serve ssp's schedule (syncline._stale_sync), which also asks
+for current() and zeros().
 """
 import math
 import time

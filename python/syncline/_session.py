@@ -235,6 +235,21 @@ class Session:
         self.broadcast_array(tensor_id, words, root)
         return words.astype(np.uint16).view(np.uint8)[:n].tobytes()
 
+    def average_values(self, name, values):
+        """The average over the workers of `values` (a small float64 array: metrics to log), in every
+        sync mode. In ssp and async the servers keep a running total of pushes, so there each
+        worker's values arrive as a broadcast of its own (rounds summed whole) and are averaged here,
+        in rank order; otherwise one averaging push_pull."""
+        if self.sync_mode not in ("ssp", "async"):
+            return self.wait_arrays([self.post_array(name, values, average=True)])[0]
+        total = np.zeros_like(values)
+        for root in range(self.worker.size):
+            sent = np.array(values, dtype=np.float64, copy=True, order="C")
+            self.broadcast_array(self.tensor_id(f"{name}.from.{root}", array_dtype(sent), sent.shape, "none"), sent,
+                                 root)
+            total += sent
+        return total / self.worker.size
+
     def broadcast_array(self, tensor_id, array, root):
         """Broadcasts into `array` (contiguous); on failure the array is kept alive (see keep_alive)."""
         try:

@@ -23,8 +23,9 @@ classes), of which it uses:
 
     copy()                      a copy of every parameter's value, in order
     current()                   every parameter's value, in order, copied or not (only read at once)
+    zeros()                     an array of zeros like each parameter, in order
     broadcast_(values)          worker 0's `values` into `values`, in place, on every worker; returns them
-    load(values)                the parameters := values
+    load(values)                the parameters := values (an iterable, taken one at a time)
     post(i, now, before)        starts averaging parameter i's change, now - before; returns a handle
     wait(handle)                the servers' running value (bounded by the job's request timeout)
 """
@@ -57,8 +58,9 @@ class StaleSync:
         unless before_update() came after the last exchange)."""
         if self._before is None:
             return
-        before, self._before = self._before, None
-        self._exchange(self._model.current(), before)
+        handles = self._post(self._model.current(), self._before)
+        self._before = None  # not held while the pulls are waited for
+        self._take(handles)
 
     def average_models(self):
         """Waits until every worker's changes are in, then takes the model: every worker then holds the
@@ -68,11 +70,13 @@ class StaleSync:
             self.before_update()
         self.after_update()  # an update not sent yet (the DDP wrapper sends at the next forward)
         _session.current().worker.barrier()  # every worker's pushes so far are taken by now
-        now = self._model.copy()
-        self._exchange(now, now)  # a change of zero: the pull answers the whole running value
+        zeros = self._model.zeros()
+        self._take(self._post(zeros, zeros))  # a change of zero: the pull answers the whole running value
 
-    def _exchange(self, now, before):
-        handles = [self._model.post(i, value, base) for i, (value, base) in enumerate(zip(now, before))]
-        totals = [self._model.wait(handle) for handle in handles]
-        self._model.load([start + total for start, total in zip(self._start, totals)])
+    def _post(self, now, before):
+        return [self._model.post(i, value, base) for i, (value, base) in enumerate(zip(now, before))]
+
+    def _take(self, handles):
+        """params <- start + the running value, parameter by parameter as each pull is back."""
+        self._model.load(start + self._model.wait(handle) for start, handle in zip(self._start, handles))
         self.rounds += 1

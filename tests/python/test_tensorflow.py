@@ -1,4 +1,6 @@
 """syncline.tensorflow end to end: real jobs through the installed package's pslaunch."""
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -66,6 +68,8 @@ def test_two_workers_train_the_digits_model(tmp_path, loop):
         # (ssp's running totals are summed in arrival order, which deterministic mode refuses)
         for mode, setting in (("osp", {"SYNCLINE_OSP_PERIOD": 2, "SYNCLINE_DETERMINISTIC": 1}),
                               ("ssp", {"SYNCLINE_SSP_STALENESS": 2})):
+            for r in range(2):
+                pathlib.Path(save.format(rank=r)).unlink(missing_ok=True)  # written again, or the check fails
             code, mode_out = run_job(2, [example, "--save", save], env={"SYNCLINE_SYNC_MODE": mode, **setting})
             assert code == 0, mode_out
             accuracy = conftest.final_accuracy(worker_lines(mode_out, 0))

@@ -322,7 +322,13 @@ def gradient_sums_refused():
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(model(tf.ones((1, 2))))
     expect_error(bps.SynclineError, lambda: bps.DistributedGradientTape(tape).gradient(loss, model.trainable_variables),
-                 [f"{mode} mode"], f"a DistributedGradientTape averaged gradients in {mode} mode")
+                 [f"{mode} mode", "DistributedOptimizer"], f"a DistributedGradientTape averaged gradients in {mode} mode")
+    # Metrics are averaged in every mode (in ssp as broadcasts: a push_pull there returns a running total).
+    import syncline.tensorflow.keras as kbps
+    for epoch in range(3):
+        logs = {"loss": float(bps.rank() + 1 + epoch)}
+        kbps.MetricAverageCallback().on_epoch_end(epoch, logs)
+        assert logs == {"loss": (bps.size() + 1) / 2 + epoch}, (epoch, logs)
 
 
 def tuner_steps():

@@ -143,36 +143,44 @@ def traced_steps_equal_eager_steps():
 
 
 def no_worker_reads_more_than_k_steps_ahead():
-    """ssp, steps in a tf.function, worker 0 a straggler (it sleeps every step). Each worker's step adds 1
-    to its own element of a shared counter, so the variable a worker holds after its step t counts the
-    steps of every worker it has seen: never fewer than t - k + 1, and the fast workers do run ahead."""
+    """ssp, worker 0 a straggler (it sleeps before every call). Each worker's step adds 1 to its own
+    element of a shared counter, so the variable a worker holds after its step t counts the steps of
+    every worker it has seen: its own t + 1 (no update lost to the merge, eagerly or inside a
+    tf.function of three steps, where each step's merge must land before the next step's update),
+    never fewer than t - k + 1 of the others, and the fast workers do run ahead."""
     import keras
 
     k = int(os.environ["SYNCLINE_SSP_STALENESS"])
-    rank, size, steps = bps.rank(), bps.size(), 20
+    rank, size = bps.rank(), bps.size()
     counts = keras.Variable(np.zeros(size, np.float32), name="counts")
     mine = np.zeros(size, np.float32)
     mine[rank] = -float(size)  # the step adds size to my element; the servers average it to 1
     optimizer = bps.DistributedOptimizer(keras.optimizers.SGD(1.0))
 
-    @tf.function
     def step():
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(counts * tf.constant(mine))
         optimizer.apply_gradients(zip(tape.gradient(loss, [counts]), [counts]))
 
-    largest_lead = 0
-    for t in range(steps):
+    @tf.function
+    def three_steps():
+        for _ in range(3):
+            step()
+
+    steps, largest_lead = 0, 0
+    for call, steps_per_call in [(step, 1)] * 8 + [(three_steps, 3)] * 4:
         if rank == 0:
             time.sleep(0.03)
-        step()
+        call()
+        steps += steps_per_call
         seen = counts.numpy()
-        assert seen[rank] == t + 1, (t, seen)
-        assert all(c >= t + 1 - k for c in seen), f"step {t}: read {seen.tolist()}, k = {k}"
-        largest_lead = max(largest_lead, t + 1 - int(seen.min()))
+        assert seen[rank] == steps, (steps, seen)
+        assert all(c >= steps - k for c in seen), f"step {steps}: read {seen.tolist()}, k = {k}"
+        largest_lead = max(largest_lead, steps - int(seen.min()))
     lead = int(bps.broadcast(tf.constant([largest_lead], tf.float32), root_rank=1, name="lead").numpy()[0])
     if rank == 1:
         assert 0 < lead <= k, f"worker 1 ran {lead} steps ahead of the slowest (k = {k})"
+    assert optimizer._syncline_model_sync.rounds == steps
     optimizer.average_models()
     assert counts.numpy().tolist() == [float(steps)] * size, counts.numpy()
     print(f"worker {rank}: the largest lead read was {largest_lead} steps", flush=True)

@@ -37,6 +37,9 @@ class KerasVariables:
     def current(self):
         return [v.numpy() for v in self._variables]
 
+    def zeros(self):
+        return [np.zeros(v.shape, tf.as_dtype(v.dtype).as_numpy_dtype) for v in self._variables]
+
     def broadcast_(self, values):
         session = _session.current()
         for name, value in zip(self.names, values):

@@ -44,6 +44,9 @@ class TorchParameters:
     def current(self):
         return [p.detach() for _, p in self._params]
 
+    def zeros(self):
+        return [torch.zeros_like(p) for _, p in self._params]
+
     def broadcast_(self, values):
         for name, v in zip(self.names, values):
             broadcast_tensor_(v, 0, self._start_prefix + name)

@@ -65,8 +65,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
         # Every worker reports the same metrics, in the same sorted order; the tensor's name
         # carries them, so a worker reporting other metrics is refused, not mixed in.
         name = "keras.metrics." + ",".join(names)
-        session.wait_arrays([session.post_array(name, values, average=True)])
-        for key, value in zip(names, values):
+        for key, value in zip(names, session.average_values(name, values)):
             logs[key] = float(value)
 
 
