@@ -80,9 +80,9 @@ def time_steps(a, rank, next_batch, step, curve=None):
     return times
 
 
-def report(a, rank, size, params, times, curve=None, osp_period=None):
+def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=None):
     """Prints the JSON line of this worker: median step time, samples per second of the job, and the
-    loss curve where one was recorded."""
+    loss curve and the final held-out accuracy where they were measured."""
     # In osp mode a period's wait for the network falls on one step of the period: the median of
     # the steps would hide it, so the mean is reported (over whole periods where the timed steps
     # are a multiple of the period; a chosen period changes during the run).
@@ -95,4 +95,6 @@ def report(a, rank, size, params, times, curve=None, osp_period=None):
         row["curve"] = curve
     if osp_period is not None:
         row["osp_period"] = osp_period
+    if accuracy is not None:
+        row["accuracy"] = accuracy
     print(json.dumps(row), flush=True)

@@ -35,7 +35,9 @@ Compression, against DDP's own hooks (bf16 casts, PowerSGD of rank 4), e.g.:
   sudo bench/torch/run.py cluster --models mlp25m,resnet18 --configs compute,ddp,server --ddp-hooks bf16,powersgd \
       --variant "int8:SYNCLINE_COMPRESSION=int8" --variant "onebit:SYNCLINE_COMPRESSION=onebit"
 With --curve the MLPs train on a learnable task (labels from a fixed teacher) and the run reports
-each configuration's loss against training time and samples (bench/torch/curves.py), e.g. osp:
+each configuration's loss against training time and samples (bench/torch/curves.py) and, for the
+MLPs and the digits CNN (--models digits, real data), worker 0's held-out accuracy after the last
+step (after average_models() in osp and ssp), e.g. osp:
 
   sudo bench/torch/run.py cluster --models mlp25m --configs ddp,server --curve --steps 80 --repeats 1 \
       --variant "osp1:SYNCLINE_SYNC_MODE=osp,SYNCLINE_OSP_PERIOD=1" --curve-svg docs/osp-{model}.svg
@@ -90,6 +92,7 @@ def bench(platform, a):
         configs = [c for c in platform.configs if not a.configs or any(word in c.lower() for word in a.configs)]
         samples = {c: [] for c in configs}
         loss_curves = {}  # config -> worker 0's curve of the last repeat
+        accuracy = {}  # config -> worker 0's held-out accuracy at the end of the last repeat
         info = {}
         for r in range(a.repeats):
             for config in configs:
@@ -102,7 +105,10 @@ def bench(platform, a):
                 samples[config].append(ms)
                 info = rows[0]
                 if a.curve and config != "compute-only":
-                    loss_curves[config] = next(row["curve"] for row in rows if row["rank"] == 0)
+                    first = next(row for row in rows if row["rank"] == 0)
+                    loss_curves[config] = first["curve"]
+                    if "accuracy" in first:
+                        accuracy[config] = first["accuracy"]
                 extra = ""
                 if dropped is not None:
                     extra = "   " + platform.drop_report(config, dropped, platform.drops(), a.warmup + a.steps)
@@ -130,13 +136,16 @@ def bench(platform, a):
         if loss_curves:
             reference = next((c for c in loss_curves if c.startswith("Syncline")), a.fw.baseline)
             log(f"\n  loss on the learnable task (worker 0; lr {a.lr}), against {reference}:")
-            for line in curves.report(loss_curves, reference, global_batch):
+            for line in curves.report(loss_curves, reference, global_batch, accuracy, a.curve_window,
+                                      a.curve_target):
                 log(line)
             row["curves"] = loss_curves
+            row["accuracy"] = accuracy
             if a.curve_svg:
                 path = Path(a.curve_svg.replace("{model}", model))
-                path.write_text(curves.svg(loss_curves, f"{model}: loss (mean of {curves.WINDOW} steps), "
-                                           f"{platform.name}, {a.workers} workers x batch {a.batch}", global_batch))
+                path.write_text(curves.svg(loss_curves, f"{model}: loss (mean of {a.curve_window} steps), "
+                                           f"{platform.name}, {a.workers} workers x batch {a.batch}", global_batch,
+                                           window=a.curve_window))
                 log(f"  curves drawn in {path}")
         summary.append(row)
     log("\nsummary (JSON): " + json.dumps(summary))
@@ -149,7 +158,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("where", choices=["loopback", "cluster"])
     p.add_argument("--framework", choices=list(FRAMEWORKS), default="torch")
-    p.add_argument("--models", default=None, help="comma-separated: mlp5m, mlp25m, mlp100m, resnet18")
+    p.add_argument("--models", default=None, help="comma-separated: mlp5m, mlp25m, mlp100m, resnet18, digits (torch)")
     p.add_argument("--batch", type=int, default=8, help="per-worker batch")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
@@ -167,6 +176,10 @@ def main(argv=None):
                    help="train on a learnable task and report the loss curves: time and samples to the first "
                         "Syncline configuration's final loss")
     p.add_argument("--lr", type=float, default=0.004, help="--curve: the SGD learning rate (momentum 0.9)")
+    p.add_argument("--curve-window", type=int, default=curves.WINDOW,
+                   help="--curve: steps of the moving average losses are compared by (more for noisier losses)")
+    p.add_argument("--curve-target", type=float,
+                   help="--curve: the loss each configuration is timed to (default: the reference's final loss)")
     p.add_argument("--curve-svg", help="--curve: draw the curves here ({model} is replaced by the model's name)")
     p.add_argument("--logs", help="write each job's whole output (every process's, with "
                    "SYNCLINE_LOG_LEVEL as set) into this folder, a file per model, configuration and repeat")

@@ -38,7 +38,8 @@ def main():
     a = step_timing.parse_args(models.NAMES, "ddp")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model, make_batch, loss_fn = models.build(a.model, learnable=a.task == "learnable")
+    task = models.build(a.model, learnable=a.task == "learnable")
+    model, make_batch, loss_fn = task.model, task.batch, task.loss
     optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     rank, size = 0, 1
     if a.mode == "syncline":
@@ -74,8 +75,14 @@ def main():
     curve = [] if a.curve else None
     times = step_timing.time_steps(a, rank, lambda: make_batch(a.batch, data), step, curve)
     model_sync = getattr(optimizer, "_model_sync", None)  # osp mode: the period in force at the end
+    period = getattr(model_sync, "period", None)
+    accuracy = None
+    if a.curve and task.accuracy is not None:
+        if a.mode == "syncline":
+            optimizer.average_models()  # osp and ssp: every worker takes the global model (bsp: nothing to do)
+        accuracy = task.accuracy(model.module if a.mode == "ddp" else model)
     step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times, curve,
-                       osp_period=getattr(model_sync, "period", None))
+                       osp_period=period, accuracy=accuracy)
     if a.mode == "syncline":
         bps.shutdown()
     elif a.mode == "ddp":
