@@ -10,7 +10,7 @@ reach it, and drawn against both (SVG, two panels).
 from html import escape
 
 WINDOW = 10
-PALETTE = ["#3182bd", "#fd8d3c", "#a63603", "#31a354", "#756bb1", "#e6550d", "#636363", "#de2d26"]
+PALETTE = ["#3182bd", "#fd8d3c", "#a63603", "#31a354", "#756bb1", "#17becf", "#636363", "#e377c2"]
 
 
 def smooth(curve, window=WINDOW):
