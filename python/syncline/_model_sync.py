@@ -19,12 +19,12 @@ bit-reproducible. Optimizer state stays local.
 
 Period 0 (SYNCLINE_OSP_PERIOD=0, the default) chooses the period from
 measurement: the fewest steps in which a synchronization comes back, so that
-no step waits for the network. Each synchronization carries every worker's
-vote (how many of its own steps the previous one took) and the average,
-identical everywhere, becomes the period after the next start. A start is a
-collective (the k-th push_pull of every worker is summed together), so every
-worker must start its k-th at the same update: the period is never changed by
-what one worker alone observed.
+no step waits for the network, at most LONGEST_AUTO_PERIOD steps. Each
+synchronization carries every worker's vote (how many of its own steps the
+previous one took) and the average, identical everywhere, becomes the period
+after the next start. A start is a collective (the k-th push_pull of every
+worker is summed together), so every worker must start its k-th at the same
+update: the period is never changed by what one worker alone observed.
 
 This module holds the schedule, framework-free; each shim gives it its
 parameters through a small adapter (syncline.torch.model_sync,
@@ -62,8 +62,11 @@ class ModelSync:
     average_models() to make every worker hold the global model (a checkpoint, an
     evaluation). Not thread-safe: the training thread calls it."""
 
-    # A chosen period never exceeds this many steps (a model is at most this stale).
-    LONGEST_AUTO_PERIOD = 64
+    # A chosen period never exceeds this many steps (a model is at most this stale). The vote is
+    # the network's view only: on the digits CNN (3 ms steps) it asked for 12-18, and 16 local
+    # steps apart never reached the loss BSP reached, where 4 and 8 did in half BSP's time
+    # (docs/benchmarks.md, OSP). A longer period is a fixed SYNCLINE_OSP_PERIOD.
+    LONGEST_AUTO_PERIOD = 8
 
     def __init__(self, model, period):
         check_period(period)
