@@ -80,9 +80,10 @@ def time_steps(a, rank, next_batch, step, curve=None):
     return times
 
 
-def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=None):
+def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=None, compute_ms=None):
     """Prints the JSON line of this worker: median step time, samples per second of the job, and the
-    loss curve and the final held-out accuracy where they were measured."""
+    loss curve, the final held-out accuracy and the median forward + backward of the timed steps
+    where they were measured."""
     # In osp mode a period's wait for the network falls on one step of the period: the median of
     # the steps would hide it, so the mean is reported (over whole periods where the timed steps
     # are a multiple of the period; a chosen period changes during the run).
@@ -97,4 +98,6 @@ def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=N
         row["osp_period"] = osp_period
     if accuracy is not None:
         row["accuracy"] = accuracy
+    if compute_ms is not None:
+        row["compute_ms"] = compute_ms
     print(json.dumps(row), flush=True)

@@ -114,6 +114,8 @@ def bench(platform, a):
                     extra = "   " + platform.drop_report(config, dropped, platform.drops(), a.warmup + a.steps)
                 if "osp_period" in rows[0]:
                     extra += f"   (osp period at the end: {rows[0]['osp_period']})"
+                if "compute_ms" in rows[0]:  # the median over workers of each one's median
+                    extra += f"   forward + backward {statistics.median(r['compute_ms'] for r in rows):.1f} ms"
                 log(f"  [{model}, repeat {r + 1}/{a.repeats}] {config:24s} {ms:9.1f} ms per step{extra}")
         med = {c: statistics.median(v) for c, v in samples.items()}
         grad_bytes = 4 * info["params"]

@@ -10,6 +10,7 @@ Prints one JSON line: the median step time over the timed steps and the
 samples per second of the whole job (global batch / step time).
 """
 import os
+import statistics
 import sys
 import time
 
@@ -60,6 +61,7 @@ def main():
     data = torch.Generator().manual_seed(rank)
     straggler = step_timing.Straggler(a, rank, size)
     steps = [0]
+    compute_s = []  # forward + backward of each timed step (a CPU that others share makes it longer)
 
     def step(x, y):
         straggler.before_step(steps[0])
@@ -67,7 +69,10 @@ def main():
         start = time.perf_counter()
         loss = loss_fn(model(x), y)
         loss.backward()
-        straggler.computed(steps[0], time.perf_counter() - start)
+        computed = time.perf_counter() - start
+        straggler.computed(steps[0], computed)
+        if steps[0] >= a.warmup:
+            compute_s.append(computed)
         optimizer.step()
         steps[0] += 1
         return loss.item() if a.curve else 0.0
@@ -82,7 +87,7 @@ def main():
             optimizer.average_models()  # osp and ssp: every worker takes the global model (bsp: nothing to do)
         accuracy = task.accuracy(model.module if a.mode == "ddp" else model)
     step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times, curve,
-                       osp_period=period, accuracy=accuracy)
+                       osp_period=period, accuracy=accuracy, compute_ms=1000 * statistics.median(compute_s))
     if a.mode == "syncline":
         bps.shutdown()
     elif a.mode == "ddp":
