@@ -38,10 +38,11 @@ def report(curves, reference, global_batch, accuracy=None, window=WINDOW, target
     one) with the ratio of that time to the reference's, and, where `accuracy` (config -> fraction)
     has one, its held-out accuracy after its last step."""
     accuracy = accuracy or {}
-    said = f"loss {target:.4f} (mean of {window} steps)" if target is not None else None
     if target is None:
         target = smooth(curves[reference], window)[-1][1]
         said = f"{reference}'s final loss {target:.4f} (mean of its last {window} steps)"
+    else:
+        said = f"loss {target:.4f} (mean of {window} steps)"
     ref = reached(curves[reference], target, window)
     if ref is None:
         return [f"  target: {said}, which {reference} did not reach"]

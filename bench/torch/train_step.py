@@ -87,7 +87,8 @@ def main():
             optimizer.average_models()  # osp and ssp: every worker takes the global model (bsp: nothing to do)
         accuracy = task.accuracy(model.module if a.mode == "ddp" else model)
     step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times, curve,
-                       osp_period=period, accuracy=accuracy, compute_ms=1000 * statistics.median(compute_s))
+                       osp_period=period, accuracy=accuracy,
+                       compute_ms=1000 * statistics.median(compute_s) if compute_s else None)
     if a.mode == "syncline":
         bps.shutdown()
     elif a.mode == "ddp":
