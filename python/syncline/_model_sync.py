@@ -88,6 +88,11 @@ class ModelSync:
         self._handles = None  # its push_pulls, by parameter position
         self.synchronizations = 0  # started so far
         self.merged = 0  # merged so far
+        # Seconds of the training thread spent so far in each part of the schedule: copying the
+        # snapshot and posting (start), waiting for sums (wait), moving the parameters (merge).
+        self.seconds = {"start": 0.0, "wait": 0.0, "merge": 0.0}
+        self.back_after = []  # of each merged synchronization: the steps after its start at which it was
+        # seen back, or None where it was not back when due (its merge waited)
 
     @property
     def auto(self):
@@ -112,7 +117,7 @@ class ModelSync:
         merges the one in flight and starts it."""
         self._updates += 1
         self._time_step()
-        if self._auto and self._handles is not None and self._back_after is None and \
+        if self._handles is not None and self._back_after is None and \
                 all(self._model.done(h) for h in self._handles):
             self._back_after = self._updates - self._started_update  # the vote: it is back
         if self._next_due is None:
@@ -141,6 +146,7 @@ class ModelSync:
         self._merge()
 
     def _start(self):
+        began = time.monotonic()
         if self._auto:
             # Every worker has merged the last vote by now (a start follows the merge before it), so
             # the period changes at the same update everywhere.
@@ -150,16 +156,24 @@ class ModelSync:
         self._handles = [self._model.post(i, s, g) for i, (s, g) in enumerate(zip(self._snapshot, self._global))]
         self._started_update, self._back_after = self._updates, None
         self.synchronizations += 1
+        self.seconds["start"] += time.monotonic() - began
 
     def _merge(self):
         handles, self._handles = self._handles, None
         waiting_since = time.monotonic()
+        merging = 0.0
         for i, (g, s, handle) in enumerate(zip(self._global, self._snapshot, handles)):
-            self._model.merge_(i, g, s, self._model.wait(handle))
+            total = self._model.wait(handle)
+            merge_began = time.monotonic()
+            self._model.merge_(i, g, s, total)
+            merging += time.monotonic() - merge_began
         now = time.monotonic()
         self._waited += now - waiting_since
+        self.seconds["wait"] += now - waiting_since - merging
+        self.seconds["merge"] += merging
         self._snapshot = None
         self.merged += 1
+        self.back_after.append(self._back_after)
         if self._auto:
             vote, self._vote = self._vote, None
             average = self._model.wait_vote(vote)

@@ -133,3 +133,38 @@ def test_a_negative_period_is_refused_before_anything_runs():
     with pytest.raises(ValueError, match="OSP period must be 0"):
         ModelSync(model, period=-1)
     assert model.broadcasts == 0 and not model.in_flight
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def monotonic(self):
+        return self.now
+
+
+def test_the_seconds_of_each_part_are_those_the_training_thread_spent_in_it(monkeypatch):
+    """A fake clock that only the adapter moves: the copy at a start takes 1 s, a wait for a sum 5 s,
+    a merge 0.5 s, so each part's total is exact."""
+    import syncline._model_sync as model_sync
+    clock = _Clock()
+    monkeypatch.setattr(model_sync, "time", clock)
+
+    class TimedModel(InMemoryModel):
+        def copy(self):
+            clock.now += 1.0
+            return super().copy()
+
+        def wait(self, handle):
+            clock.now += 5.0
+            return super().wait(handle)
+
+        def merge_(self, i, global_, snapshot, average):
+            clock.now += 0.5
+            super().merge_(i, global_, snapshot, average)
+
+    model = TimedModel([0.0, 0.0])
+    sync = ModelSync(model, period=2)
+    local_steps(sync, model, 6)  # before_update's copy, then starts at 2, 4, 6 and merges at 4, 6
+    assert sync.synchronizations == 3 and sync.merged == 2
+    assert sync.seconds == {"start": 3.0, "wait": 10.0, "merge": 1.0}
