@@ -80,10 +80,11 @@ def time_steps(a, rank, next_batch, step, curve=None):
     return times
 
 
-def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=None, compute_ms=None):
+def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=None, compute_ms=None,
+           parts_ms=None, late_merges=None):
     """Prints the JSON line of this worker: median step time, samples per second of the job, and the
-    loss curve, the final held-out accuracy and the median forward + backward of the timed steps
-    where they were measured."""
+    loss curve, the final held-out accuracy, the median forward + backward of the timed steps and
+    the mean of each part of a step (parts_ms) and osp's merges that waited, where they were measured."""
     # In osp mode a period's wait for the network falls on one step of the period: the median of
     # the steps would hide it, so the mean is reported (over whole periods where the timed steps
     # are a multiple of the period; a chosen period changes during the run).
@@ -100,4 +101,8 @@ def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=N
         row["accuracy"] = accuracy
     if compute_ms is not None:
         row["compute_ms"] = compute_ms
+    if parts_ms is not None:
+        row["parts_ms"] = parts_ms
+    if late_merges is not None:
+        row["late_merges"] = late_merges
     print(json.dumps(row), flush=True)

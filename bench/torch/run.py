@@ -116,6 +116,12 @@ def bench(platform, a):
                     extra += f"   (osp period at the end: {rows[0]['osp_period']})"
                 if "compute_ms" in rows[0]:  # the median over workers of each one's median
                     extra += f"   forward + backward {statistics.median(r['compute_ms'] for r in rows):.1f} ms"
+                if "parts_ms" in rows[0]:  # the mean over workers of each part's mean per step (they add up)
+                    parts = ", ".join(f"{part} {statistics.mean(r['parts_ms'][part] for r in rows):.1f}"
+                                      for part in rows[0]["parts_ms"])
+                    extra += f"   mean step by part: {parts} ms"
+                if "late_merges" in rows[0]:
+                    extra += f"   merges that waited (worker 0): {next(r for r in rows if r['rank'] == 0)['late_merges']}"
                 log(f"  [{model}, repeat {r + 1}/{a.repeats}] {config:24s} {ms:9.1f} ms per step{extra}")
         med = {c: statistics.median(v) for c, v in samples.items()}
         grad_bytes = 4 * info["params"]

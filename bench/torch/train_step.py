@@ -35,6 +35,27 @@ def register_ddp_hook(model, hook, warmup):
         model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
+def step_parts_ms(times, sleep_s, compute_s, step_s, model_sync, sync_at_warmup):
+    """Mean milliseconds per timed step of each part of the step: the sleep standing for an
+    accelerator's compute, forward + backward, optimizer.step() and, in osp mode, the parts of the
+    synchronization it ran (start, wait, merge; "local update" is the rest of the optimizer's step);
+    "other" is what the step took besides (zero_grad, the loss's value, the timing itself). In osp
+    mode also how many of the timed steps' merges found their synchronization not back yet."""
+    if not step_s:
+        return None, None
+    late_merges = None
+    parts = {"sleep": 1000 * statistics.mean(sleep_s), "forward+backward": 1000 * statistics.mean(compute_s),
+             "optimizer": 1000 * statistics.mean(step_s)}
+    if model_sync is not None and sync_at_warmup:
+        timed = model_sync.back_after[sync_at_warmup["merged"]:]
+        late_merges = f"{sum(b is None for b in timed)} of {len(timed)}"
+        for part, seconds in model_sync.seconds.items():
+            parts[part] = 1000 * (seconds - sync_at_warmup[part]) / len(step_s)
+        parts["local update"] = parts["optimizer"] - parts["start"] - parts["wait"] - parts["merge"]
+    parts["other"] = 1000 * statistics.mean(times) - parts["sleep"] - parts["forward+backward"] - parts["optimizer"]
+    return parts, late_merges
+
+
 def main():
     a = step_timing.parse_args(models.NAMES, "ddp")
     torch.set_num_threads(a.threads)
@@ -62,9 +83,15 @@ def main():
     straggler = step_timing.Straggler(a, rank, size)
     steps = [0]
     compute_s = []  # forward + backward of each timed step (a CPU that others share makes it longer)
+    step_s = []  # optimizer.step() of each timed step (in osp mode with its synchronization's parts)
+    sleep_s = []  # the sleep of each timed step (--compute-ms, a straggler's)
+    sync_at_warmup = {}  # osp mode: the schedule's seconds by part when the timed steps began
 
     def step(x, y):
+        start = time.perf_counter()
         straggler.before_step(steps[0])
+        if steps[0] >= a.warmup:
+            sleep_s.append(time.perf_counter() - start)
         optimizer.zero_grad()
         start = time.perf_counter()
         loss = loss_fn(model(x), y)
@@ -73,7 +100,12 @@ def main():
         straggler.computed(steps[0], computed)
         if steps[0] >= a.warmup:
             compute_s.append(computed)
+        if steps[0] == a.warmup and getattr(optimizer, "_model_sync", None) is not None:
+            sync_at_warmup.update(optimizer._model_sync.seconds, merged=len(optimizer._model_sync.back_after))
+        start = time.perf_counter()
         optimizer.step()
+        if steps[0] >= a.warmup:
+            step_s.append(time.perf_counter() - start)
         steps[0] += 1
         return loss.item() if a.curve else 0.0
 
@@ -86,9 +118,11 @@ def main():
         if a.mode == "syncline":
             optimizer.average_models()  # osp and ssp: every worker takes the global model (bsp: nothing to do)
         accuracy = task.accuracy(model.module if a.mode == "ddp" else model)
+    parts, late_merges = step_parts_ms(times, sleep_s, compute_s, step_s, model_sync, sync_at_warmup)
     step_timing.report(a, rank, size, sum(t.numel() for t in model.parameters()), times, curve,
                        osp_period=period, accuracy=accuracy,
-                       compute_ms=1000 * statistics.median(compute_s) if compute_s else None)
+                       compute_ms=1000 * statistics.median(compute_s) if compute_s else None,
+                       parts_ms=parts, late_merges=late_merges)
     if a.mode == "syncline":
         bps.shutdown()
     elif a.mode == "ddp":
