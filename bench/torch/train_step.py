@@ -47,8 +47,7 @@ def step_parts_ms(times, sleep_s, compute_s, step_s, model_sync, sync_at_warmup)
     parts = {"sleep": 1000 * statistics.mean(sleep_s), "forward+backward": 1000 * statistics.mean(compute_s),
              "optimizer": 1000 * statistics.mean(step_s)}
     if model_sync is not None and sync_at_warmup:
-        timed = model_sync.back_after[sync_at_warmup["merged"]:]
-        late_merges = f"{sum(b is None for b in timed)} of {len(timed)}"
+        late_merges = f"{model_sync.late_merges - sync_at_warmup['late']} of {model_sync.merged - sync_at_warmup['merged']}"
         for part, seconds in model_sync.seconds.items():
             parts[part] = 1000 * (seconds - sync_at_warmup[part]) / len(step_s)
         parts["local update"] = parts["optimizer"] - parts["start"] - parts["wait"] - parts["merge"]
@@ -85,7 +84,7 @@ def main():
     compute_s = []  # forward + backward of each timed step (a CPU that others share makes it longer)
     step_s = []  # optimizer.step() of each timed step (in osp mode with its synchronization's parts)
     sleep_s = []  # the sleep of each timed step (--compute-ms, a straggler's)
-    sync_at_warmup = {}  # osp mode: the schedule's seconds by part when the timed steps began
+    sync_at_warmup = {}  # osp mode: the schedule's seconds by part and its merges when the timed steps began
 
     def step(x, y):
         start = time.perf_counter()
@@ -101,7 +100,8 @@ def main():
         if steps[0] >= a.warmup:
             compute_s.append(computed)
         if steps[0] == a.warmup and getattr(optimizer, "_model_sync", None) is not None:
-            sync_at_warmup.update(optimizer._model_sync.seconds, merged=len(optimizer._model_sync.back_after))
+            sync = optimizer._model_sync
+            sync_at_warmup.update(sync.seconds, merged=sync.merged, late=sync.late_merges)
         start = time.perf_counter()
         optimizer.step()
         if steps[0] >= a.warmup:

@@ -91,8 +91,7 @@ class ModelSync:
         # Seconds of the training thread spent so far in each part of the schedule: copying the
         # snapshot and posting (start), waiting for sums (wait), moving the parameters (merge).
         self.seconds = {"start": 0.0, "wait": 0.0, "merge": 0.0}
-        self.back_after = []  # of each merged synchronization: the steps after its start at which it was
-        # seen back, or None where it was not back when due (its merge waited)
+        self.late_merges = 0  # merges that found their synchronization not back yet (and waited for it)
 
     @property
     def auto(self):
@@ -117,7 +116,7 @@ class ModelSync:
         merges the one in flight and starts it."""
         self._updates += 1
         self._time_step()
-        if self._handles is not None and self._back_after is None and \
+        if self._auto and self._handles is not None and self._back_after is None and \
                 all(self._model.done(h) for h in self._handles):
             self._back_after = self._updates - self._started_update  # the vote: it is back
         if self._next_due is None:
@@ -160,6 +159,8 @@ class ModelSync:
 
     def _merge(self):
         handles, self._handles = self._handles, None
+        if not all(self._model.done(h) for h in handles):
+            self.late_merges += 1
         waiting_since = time.monotonic()
         merging = 0.0
         for i, (g, s, handle) in enumerate(zip(self._global, self._snapshot, handles)):
@@ -173,7 +174,6 @@ class ModelSync:
         self.seconds["merge"] += merging
         self._snapshot = None
         self.merged += 1
-        self.back_after.append(self._back_after)
         if self._auto:
             vote, self._vote = self._vote, None
             average = self._model.wait_vote(vote)

@@ -168,3 +168,14 @@ def test_the_seconds_of_each_part_are_those_the_training_thread_spent_in_it(monk
     local_steps(sync, model, 6)  # before_update's copy, then starts at 2, 4, 6 and merges at 4, 6
     assert sync.synchronizations == 3 and sync.merged == 2
     assert sync.seconds == {"start": 3.0, "wait": 10.0, "merge": 1.0}
+    assert sync.late_merges == 2  # the adapter's synchronizations are never back before their wait
+
+
+def test_a_merge_whose_synchronization_is_back_is_not_late():
+    model = InMemoryModel([0.0, 0.0])
+    sync = ModelSync(model, period=2)
+    local_steps(sync, model, 2)
+    for pending in model.in_flight:
+        pending.back = True
+    local_steps(sync, model, 2)
+    assert sync.merged == 1 and sync.late_merges == 0
