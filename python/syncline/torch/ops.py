@@ -105,9 +105,11 @@ def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority
 
 
 def post_model_change(tensor, name, priority, compression):
-    """Starts averaging a model change across workers into a new tensor (the one push_pull of osp and
-    ssp modes: syncline.torch.model_sync, stale_sync); returns a handle for synchronize()."""
-    return _post(tensor, torch.empty_like(tensor), True, name, priority, compression, model_change=True)
+    """Starts averaging a model change across workers in place (the one push_pull of osp and ssp
+    modes: syncline.torch.model_sync, stale_sync); returns a handle for synchronize(), which returns
+    `tensor` holding the average. `tensor` is a temporary made for this call: summing in it saves
+    the model's worth of copying in and out that a separate output would take."""
+    return _post(tensor, tensor, True, name, priority, compression, model_change=True)
 
 
 def poll(handle):
