@@ -150,6 +150,18 @@ def ddp_wrapper_merges_to_bsp():
     assert torch.equal(model.module.w.detach(), bsp_result(start, 9, bps.size())), model.module.w
 
 
+def model_change_is_averaged_in_place():
+    """The one push_pull of osp sums in the change it is given (a temporary the schedule makes for it):
+    synchronize() returns that very tensor, holding the exact average, with no copy in or out."""
+    from syncline.torch import ops
+    change = torch.full((5,), float(bps.rank()))
+    averaged = ops.synchronize(ops.post_model_change(change, name="osp.inplace", priority=0,
+                                                     compression=bps.Compression.none))
+    assert averaged is change, "the average came back in another tensor than the change"
+    expected = sum(range(bps.size())) / bps.size()
+    assert torch.equal(change, torch.full((5,), expected)), change
+
+
 def refusals():
     """What osp cannot honour is refused with the reason."""
     expect_error(bps.SynclineError, lambda: bps.push_pull(torch.ones(3), name="raw"),
@@ -165,7 +177,7 @@ def refusals():
 
 CHECKS = {f.__name__: f for f in (one_worker_equals_local_training, merged_model_equals_bsp,
                                   one_synchronization_in_flight_under_random_delays, chosen_period_grows_and_agrees,
-                                  ddp_wrapper_merges_to_bsp,
+                                  ddp_wrapper_merges_to_bsp, model_change_is_averaged_in_place,
                                   refusals)}
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ def test_merged_model_equals_bsp(period):
     run_checks("merged_model_equals_bsp", workers=3 if period == 1 else 2, period=period)
 
 
+def test_a_model_change_is_averaged_in_place():
+    run_checks("model_change_is_averaged_in_place", workers=3)
+
+
 def test_one_synchronization_in_flight_under_random_delays():
     run_checks("one_synchronization_in_flight_under_random_delays", period=2)
 
