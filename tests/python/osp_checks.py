@@ -13,6 +13,7 @@ import time
 import torch
 
 import syncline.torch as bps
+from syncline.torch import ops
 from expect import expect_error, run_check
 
 LR = 0.5
@@ -153,7 +154,6 @@ def ddp_wrapper_merges_to_bsp():
 def model_change_is_averaged_in_place():
     """The one push_pull of osp sums in the change it is given (a temporary the schedule makes for it):
     synchronize() returns that very tensor, holding the exact average, with no copy in or out."""
-    from syncline.torch import ops
     change = torch.full((5,), float(bps.rank()))
     averaged = ops.synchronize(ops.post_model_change(change, name="osp.inplace", priority=0,
                                                      compression=bps.Compression.none))
