@@ -4,6 +4,17 @@
 // chunk, which waits in a ChunkScheduler until it is admitted to the
 // network, is pushed by the KvClient, and is done when its sum is back.
 //
+// A chunk's route is the stages it passes through, in this order; a stage
+// that does not apply is not on it and costs nothing:
+//   copy to host      its tensor is in device memory (`device` set;
+//                     worker/device_stages.h)
+//   local reduce      its host has other workers (worker/local_reduce.h)
+//   admission         the ChunkScheduler, below
+//   push and pull     the KvClient; with local reduce only at the chunk's
+//                     pusher, which passes the sum on (local broadcast)
+//   copy to device    as the first
+// Each stage serves its queue most urgent chunk first.
+//
 // ChunkScheduler is the seam between partitioning and the transport: the
 // worker posts every chunk of a push_pull at once; the scheduler decides
 // which goes next and when (proxy/credit_scheduler.h orders them by priority
@@ -19,11 +30,22 @@
 #include "common/buffer.h"
 #include "common/dtype.h"
 #include "common/status.h"
+#include "worker/gpu/device_memory.h"
 
 namespace syncline {
 
 class Operation;
 using TensorId = uint32_t;
+
+// The device stages of a chunk's route: its tensor lives in accelerator
+// memory at `device` and is summed through `host`, a pinned staging buffer
+// of the tensor's size (the operation's memory). Each chunk is copied to the
+// host once the framework's work before `after` has run, and its sum back.
+struct DeviceRoute {
+  uint8_t* device = nullptr;
+  uint8_t* host = nullptr;
+  std::shared_ptr<const DeviceMemory::Mark> after;
+};
 
 struct ChunkTask {
   TensorId tensor = 0;
@@ -53,6 +75,9 @@ struct ChunkTask {
   // And its failure (the server's error, a send that failed), which they
   // would otherwise wait for in vain.
   std::function<void(const Status& error)> on_fail = nullptr;
+
+  // Set: the chunk starts on a device (the route's first stage).
+  std::shared_ptr<const DeviceRoute> device = nullptr;
 
   uint64_t WireBytes() const { return wire_length != 0 ? wire_length : length; }
 };

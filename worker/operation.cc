@@ -6,13 +6,14 @@ namespace syncline {
 
 Operation::Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
                      std::vector<uint64_t> chunk_lengths, DoneCallback on_done, uint8_t* output,
-                     std::shared_ptr<ChunkCodec> codec)
+                     std::shared_ptr<ChunkCodec> codec, Deliver deliver)
     : name_(std::move(tensor_name)),
       data_(data),
       output_(output != nullptr ? output : data),
       offsets_(std::move(chunk_offsets)),
       lengths_(std::move(chunk_lengths)),
       codec_(std::move(codec)),
+      deliver_(std::move(deliver)),
       chunks_(offsets_.size()),
       remaining_(offsets_.size()),
       on_done_(std::move(on_done)) {
@@ -22,7 +23,7 @@ Operation::Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_
 Operation::DoneCallback Operation::TakeDoneLocked(Status* status) {
   const bool ended = remaining_ == 0 || (error_.has_value() && releases_pending_ == 0);
   if (!ended || !on_done_) return nullptr;
-  *status = error_ ? *error_ : Status::Ok();
+  *status = ResultLocked();
   return std::move(on_done_);
 }
 
@@ -94,6 +95,7 @@ std::optional<Buffer> Operation::Encode(size_t i, uint64_t seed) {
   Buffer done_with;
   DoneCallback done;
   Status status;
+  bool deliver = false;
   {
     MutexLock lock(mu_);
     --releases_pending_;
@@ -102,12 +104,13 @@ std::optional<Buffer> Operation::Encode(size_t i, uint64_t seed) {
         error_ = encoded.status().WithContext("compressing chunk " + std::to_string(i) + " of tensor '" + name_ + "'");
     } else {
       chunks_[i].released = true;  // the pushed bytes are the encoded copy's
-      MaybeFinishLocked(i, &done_with);
+      deliver = MaybeFinishLocked(i, &done_with);
     }
     done = TakeDoneLocked(&status);
     cv_.NotifyAll();
   }
   done_with = Buffer();
+  if (deliver) DeliverChunk(i);
   RunDone(std::move(done), status);
   if (!encoded.ok()) return std::nullopt;
   return std::move(encoded).value();
@@ -117,11 +120,54 @@ void Operation::OnReleased(size_t i) {
   Buffer done_with;
   DoneCallback done;
   Status status;
+  bool deliver;
   {
     MutexLock lock(mu_);
     chunks_[i].released = true;
     --releases_pending_;
-    MaybeFinishLocked(i, &done_with);
+    deliver = MaybeFinishLocked(i, &done_with);
+    done = TakeDoneLocked(&status);
+    cv_.NotifyAll();
+  }
+  done_with = Buffer();
+  if (deliver) DeliverChunk(i);
+  RunDone(std::move(done), status);
+}
+
+std::shared_ptr<void> Operation::Hold() {
+  {
+    MutexLock lock(mu_);
+    if (error_) return nullptr;
+    ++releases_pending_;
+  }
+  // The token points at this operation only to be non-null; its deleter
+  // ends the hold, keeping the operation alive until then.
+  return std::shared_ptr<void>(static_cast<void*>(this), [self = shared_from_this()](void*) { self->EndHold(); });
+}
+
+void Operation::EndHold() {
+  DoneCallback done;
+  Status status;
+  {
+    MutexLock lock(mu_);
+    --releases_pending_;
+    done = TakeDoneLocked(&status);
+    cv_.NotifyAll();
+  }
+  RunDone(std::move(done), status);
+}
+
+void Operation::Delivered(size_t i, const Status& delivered) {
+  DoneCallback done;
+  Status status;
+  {
+    MutexLock lock(mu_);
+    --releases_pending_;
+    // A failed delivery does not stop the other chunks: the servers' round
+    // needs them all, only this caller lacks the chunk's sum.
+    if (!delivered.ok() && !delivery_error_)
+      delivery_error_ = delivered.WithContext("tensor '" + name_ + "': chunk " + std::to_string(i));
+    --remaining_;
     done = TakeDoneLocked(&status);
     cv_.NotifyAll();
   }
@@ -132,6 +178,7 @@ void Operation::OnReply(size_t i, Buffer payload) {
   Buffer done_with;  // dropped after the lock: dropping it may report a release
   DoneCallback done;
   Status status;
+  bool deliver = false;
   {
     MutexLock lock(mu_);
     if (error_ || chunks_[i].finished || chunks_[i].reply) return;
@@ -142,30 +189,31 @@ void Operation::OnReply(size_t i, Buffer payload) {
                         (codec_ ? " (compressed as " + codec_->form().Name() + ")" : ""));
     } else {
       chunks_[i].reply = std::move(payload);
-      MaybeFinishLocked(i, &done_with);
+      deliver = MaybeFinishLocked(i, &done_with);
     }
     done = TakeDoneLocked(&status);
     cv_.NotifyAll();
   }
   done_with = Buffer();  // its release may end the operation too: before the callback
+  if (deliver) DeliverChunk(i);
   RunDone(std::move(done), status);
 }
 
-void Operation::MaybeFinishLocked(size_t i, Buffer* done_with) {
+bool Operation::MaybeFinishLocked(size_t i, Buffer* done_with) {
   Chunk& c = chunks_[i];
-  if (!c.reply || c.finished || error_) return;
+  if (!c.reply || c.finished || error_) return false;
   // A one-worker job on an in-process transport: the server's sum is the
   // very view this chunk pushed, so the result is in place already, and the
   // reply itself holds the push's release back.
   const bool in_place = !codec_ && c.reply->data() == data_ + offsets_[i];
-  if (!in_place && !c.released) return;
+  if (!in_place && !c.released) return false;
   if (codec_) {
     Status decoded = codec_->Decode(i, *c.reply, reinterpret_cast<float*>(output_ + offsets_[i]));
     if (!decoded.ok()) {
       error_ = decoded.WithContext("tensor '" + name_ + "': the sum of chunk " + std::to_string(i));
       *done_with = std::move(*c.reply);
       c.reply.reset();
-      return;
+      return false;
     }
   } else if (!in_place || output_ != data_) {
     std::memcpy(output_ + offsets_[i], c.reply->data(), lengths_[i]);
@@ -173,7 +221,12 @@ void Operation::MaybeFinishLocked(size_t i, Buffer* done_with) {
   *done_with = std::move(*c.reply);
   c.reply.reset();
   c.finished = true;
+  if (deliver_) {
+    ++releases_pending_;  // the deliver stage works on the caller's memory until Delivered
+    return true;
+  }
   if (--remaining_ == 0) cv_.NotifyAll();
+  return false;
 }
 
 void Operation::Fail(const Status& status) {
@@ -211,7 +264,7 @@ Status Operation::Wait(Deadline deadline) {
   const bool done = cv_.WaitUntil(mu_, deadline, [this]() REQUIRES(mu_) {
     return remaining_ == 0 || (error_.has_value() && releases_pending_ == 0);
   });
-  if (done) return error_ ? *error_ : Status::Ok();
+  if (done) return ResultLocked();
   std::string what = error_ ? error_->message() + "; " : "";
   return DeadlineExceeded(what + "push_pull of tensor '" + name_ + "': " + std::to_string(remaining_) + " of " +
                           std::to_string(chunks_.size()) + " chunks still outstanding and " +

@@ -6,6 +6,9 @@
 // (unless the reply is those very bytes: then nothing is copied).
 // A compressed tensor's chunks (a ChunkCodec) are encoded when they are sent
 // and their sums decoded into place instead.
+// A device tensor's operation works on a pinned host copy; each chunk's sum,
+// once written there, is handed to a `deliver` stage (the copy back to the
+// device) and the chunk ends when that stage says it is Delivered.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -13,7 +16,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,13 +35,17 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // whichever Syncline thread ended it (often the network's), so it must be
   // quick and must not block.
   using DoneCallback = std::function<void(const Status&)>;
+  // Called once chunk `i`'s sum is written, outside the operation's lock;
+  // the chunk ends at Delivered(i, ...).
+  using Deliver = std::function<void(std::shared_ptr<Operation> op, size_t i)>;
 
   // `data`: the caller's tensor; `chunk_offsets/lengths` in bytes; the sums
   // are written into `output` (of the same size), or into `data` if null.
   // `codec`: the tensor is compressed (fp32 chunks), as it says.
+  // `deliver`: a stage each written chunk still passes (null: none).
   Operation(std::string tensor_name, uint8_t* data, std::vector<uint64_t> chunk_offsets,
             std::vector<uint64_t> chunk_lengths, DoneCallback on_done = nullptr, uint8_t* output = nullptr,
-            std::shared_ptr<ChunkCodec> codec = nullptr);
+            std::shared_ptr<ChunkCodec> codec = nullptr, Deliver deliver = nullptr);
 
   // The bytes of chunk `i`, as a Buffer whose release (when the transport
   // is done with it) is reported to this operation; none once the operation
@@ -57,6 +63,15 @@ class Operation : public std::enable_shared_from_this<Operation> {
   bool SumLocally(size_t i, const std::function<void(uint8_t* target)>& add);
   // The sum for chunk `i` arrived.
   void OnReply(size_t i, Buffer payload);
+  // The deliver stage is done with chunk `i`: it ends, and if `status` is
+  // not OK the operation ends with it, once every other chunk has (they
+  // still go out: the servers' round needs them).
+  void Delivered(size_t i, const Status& status);
+  // For a stage outside the transport that works on the caller's memory (a
+  // device copy): while the returned token lives, a failed operation's Wait
+  // and done callback hold back, as for memory the transport still reads.
+  // Null once the operation failed.
+  std::shared_ptr<void> Hold();
   // The operation failed (server error, abort, send failure); first failure wins.
   void Fail(const Status& status);
   // Runs the done callback now if the operation has ended already (it has no chunks).
@@ -92,7 +107,12 @@ class Operation : public std::enable_shared_from_this<Operation> {
   std::optional<Buffer> Encode(size_t i, uint64_t seed);
   // Writes the reply of chunk `i` back if both halves are in.
   // The spent reply goes to `*done_with`, for the caller to drop unlocked.
-  void MaybeFinishLocked(size_t i, Buffer* done_with) REQUIRES(mu_);
+  // True if the chunk is now the deliver stage's: the caller then calls
+  // DeliverChunk(i) unlocked.
+  bool MaybeFinishLocked(size_t i, Buffer* done_with) REQUIRES(mu_);
+  void DeliverChunk(size_t i) { deliver_(shared_from_this(), i); }
+  // A stage's hold (or a view's release) ended: nothing more is owed for it.
+  void EndHold();
   // Once the operation has ended, hands out the done callback
   // (once) and the status to call it with; the caller runs it unlocked.
   DoneCallback TakeDoneLocked(Status* status) REQUIRES(mu_);
@@ -106,51 +126,38 @@ class Operation : public std::enable_shared_from_this<Operation> {
   uint8_t* const output_;
   const std::vector<uint64_t> offsets_, lengths_;
   const std::shared_ptr<ChunkCodec> codec_;  // null: chunks travel as they are
+  const Deliver deliver_;                     // null: a written chunk has ended
   uint64_t bytes_ = 0;
   const Clock::time_point started_ = Clock::now();
   mutable Mutex mu_;
   CondVar cv_;
   std::vector<Chunk> chunks_ GUARDED_BY(mu_);
   size_t remaining_ GUARDED_BY(mu_);
-  size_t releases_pending_ GUARDED_BY(mu_) = 0;  // views handed out, not yet released
+  // Views handed out, holds and deliveries under way: what may still touch
+  // the caller's memory.
+  size_t releases_pending_ GUARDED_BY(mu_) = 0;
   std::optional<Status> error_ GUARDED_BY(mu_);
-  DoneCallback on_done_ GUARDED_BY(mu_);  // empty once run
-};
-
-// Work that runs once after an operation succeeded (e.g. copying a staged
-// result back to GPU memory): from the handle's Wait or the done callback,
-// whichever comes first; both then see its Status.
-class OpFinish {
- public:
-  explicit OpFinish(std::function<Status()> run) : run_(std::move(run)) {}
-  Status Run() {
-    std::call_once(once_, [this] { result_ = run_(); });
-    return result_;
+  std::optional<Status> delivery_error_ GUARDED_BY(mu_);  // the first failed delivery
+  // What an operation that has ended returns.
+  Status ResultLocked() const REQUIRES(mu_) {
+    return error_ ? *error_ : delivery_error_ ? *delivery_error_ : Status::Ok();
   }
-
- private:
-  std::function<Status()> run_;
-  std::once_flag once_;
-  Status result_;
+  DoneCallback on_done_ GUARDED_BY(mu_);  // empty once run
 };
 
 // What PushPull returns: wait on it before touching the tensor again.
 class OpHandle {
  public:
   OpHandle() = default;
-  explicit OpHandle(std::shared_ptr<Operation> op, std::shared_ptr<OpFinish> finish = nullptr)
-      : op_(std::move(op)), finish_(std::move(finish)) {}
+  explicit OpHandle(std::shared_ptr<Operation> op) : op_(std::move(op)) {}
   Status Wait(Deadline deadline) const {
     if (!op_) return FailedPrecondition("waiting on an empty handle");
-    Status st = op_->Wait(deadline);
-    if (!st.ok() || !finish_) return st;
-    return finish_->Run();
+    return op_->Wait(deadline);
   }
   bool Done() const { return !op_ || op_->Done(); }
 
  private:
   std::shared_ptr<Operation> op_;
-  std::shared_ptr<OpFinish> finish_;
 };
 
 }  // namespace syncline

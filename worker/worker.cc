@@ -9,7 +9,6 @@
 #include "metrics/common_metrics.h"
 #include "transport/factory.h"
 #include "transport/wire.h"
-#include "worker/gpu/device_staging.h"
 
 namespace syncline {
 
@@ -22,20 +21,22 @@ Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings) {
 Result<std::unique_ptr<Worker>> Worker::Create(const Settings& settings, std::unique_ptr<Endpoint> endpoint,
                                                const std::string& listen_address,
                                                const std::string& scheduler_address,
-                                               std::unique_ptr<ChunkScheduler> chunk_scheduler) {
+                                               std::unique_ptr<ChunkScheduler> chunk_scheduler,
+                                               std::unique_ptr<DeviceMemory> device) {
   if (settings.role != Role::kWorker) return InvalidArgument("settings name the role " + std::string(RoleName(settings.role)) + ", not worker");
   SYNCLINE_RETURN_IF_ERROR(settings.Validate());
   if (auto form = compression::ParseSpec(settings.compression); !form.ok())
     return form.status().WithContext("SYNCLINE_COMPRESSION");
   if (!chunk_scheduler) chunk_scheduler = std::make_unique<SendAtOnce>();
-  std::unique_ptr<Worker> worker(
-      new Worker(settings, std::move(endpoint), scheduler_address, std::move(chunk_scheduler)));
+  if (!device) device = CreateDeviceMemory();
+  std::unique_ptr<Worker> worker(new Worker(settings, std::move(endpoint), scheduler_address,
+                                            std::move(chunk_scheduler), std::move(device)));
   SYNCLINE_RETURN_IF_ERROR(worker->Start(listen_address));
   return worker;
 }
 
 Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,
-               std::unique_ptr<ChunkScheduler> chunk_scheduler)
+               std::unique_ptr<ChunkScheduler> chunk_scheduler, std::unique_ptr<DeviceMemory> device)
     : settings_(settings),
       push_pulls_done_(RoundsCompleted(*metrics_)),
       push_pulls_failed_(ErrorCounter(*metrics_, "push_pull_failed")),
@@ -48,8 +49,21 @@ Worker::Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, con
       kv_(&runtime_.endpoint(), &client_, settings_.request_timeout_ms,
           [this](uint64_t bytes) { chunk_scheduler_->Release(bytes); }, *metrics_),
       chunk_scheduler_(std::move(chunk_scheduler)),
-      cuda_(CudaDevicesPresent()) {
+      device_(std::move(device)),
+      device_present_(device_->Present()) {
   chunk_scheduler_->Start([this](ChunkTask&& chunk) { kv_.Send(std::move(chunk)); });
+  if (device_present_) {
+    device_stages_ = std::make_unique<DeviceStages>(
+        device_.get(),
+        [this](ChunkTask&& chunk) {
+          std::vector<ChunkTask> one;
+          one.push_back(std::move(chunk));
+          Dispatch(std::move(one));
+        },
+        [this](const Status& why) {
+          if (client_.health().ok()) runtime_.Abort("worker " + std::to_string(rank()) + ": " + why.message());
+        });
+  }
   runtime_.AddCommonMetrics();
   AddSchedulerMetrics();
 }
@@ -129,6 +143,7 @@ Status Worker::Start(const std::string& listen_address) {
         settings_.trace_start_step, settings_.trace_end_step});
     kv_.SetTimeline(timeline_.get());
     if (local_reducer_) local_reducer_->SetTimeline(timeline_.get());
+    if (device_stages_) device_stages_->SetTimeline(timeline_.get());
   }
   SYNCLINE_LOG_INFO("worker {} of {} joined; {} servers; local rank {} of {} on worker host {} of {}{}",
                     client_.my_rank(), settings_.num_workers, runtime_.peers().size(), local_group_.local_rank,
@@ -142,28 +157,16 @@ Status Worker::Start(const std::string& listen_address) {
 }
 
 Result<OpHandle> Worker::PushPull(TensorId id, void* data, PushPullOptions options) {
-  if (options.output != nullptr && cuda_ && (IsDevicePointer(data) || IsDevicePointer(options.output)))
+  const bool on_device = device_present_ && device_->IsDevicePointer(data);
+  if (options.output != nullptr && device_present_ && (on_device || device_->IsDevicePointer(options.output)))
     return InvalidArgument("push_pull into a separate output takes host memory only");
-  if (!cuda_ || !IsDevicePointer(data)) {
-    SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, data, options));
-    return OpHandle(std::move(op));
-  }
-  // GPU tensor: copy to host -> push -> pull -> copy to device.
-  SYNCLINE_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(id));
-  SYNCLINE_ASSIGN_OR_RETURN(Buffer staged, DeviceStaging::CopyToHost(data, bytes));
-  auto finish = std::make_shared<OpFinish>(
-      [staged, data, bytes] { return DeviceStaging::CopyToDevice(data, staged.data(), bytes); });
-  if (options.on_done) {
-    // The caller hears of the push_pull once the result is back on the device.
-    options.on_done = [finish, done = std::move(options.on_done)](const Status& st) {
-      done(st.ok() ? finish->Run() : st);
-    };
-  }
-  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, staged.mutable_data(), options));
-  return OpHandle(std::move(op), std::move(finish));
+  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op,
+                            on_device ? PushPullDevice(id, data, std::move(options)) : PushPullHost(id, data, options));
+  return OpHandle(std::move(op));
 }
 
-Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data, const PushPullOptions& options) {
+Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data, const PushPullOptions& options,
+                                                        std::shared_ptr<const DeviceRoute> route) {
   SYNCLINE_RETURN_IF_ERROR(client_.health());
   std::shared_ptr<Operation> op;
   std::vector<ChunkTask> chunks;
@@ -185,8 +188,12 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
       offsets.push_back(c.offset_bytes());
       lengths.push_back(c.length_bytes());
     }
+    // A device tensor's chunks end once their sums are back on the device.
+    Operation::Deliver deliver =
+        route ? device_stages_->DeliverTo(route, offsets, lengths, options.priority, next_sequence_.load()) : nullptr;
     op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths,
-                                     Measured(options.on_done), static_cast<uint8_t*>(options.output), placement.codec);
+                                     Measured(options.on_done), static_cast<uint8_t*>(options.output), placement.codec,
+                                     std::move(deliver));
     for (size_t i = 0; i < placement.chunks.size(); ++i) {
       const proto::ChunkPlacement& c = placement.chunks[i];
       chunks.push_back(ChunkTask{id, i, c.key(), c.server_id(), c.offset_bytes(), c.length_bytes(), round,
@@ -194,18 +201,27 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
                                  timeline_ ? Timeline::NowUs() : 0});
       chunks.back().whole_round = options.whole_round;
       if (placement.codec) chunks.back().wire_length = placement.codec->WireBytes(i);
+      chunks.back().device = route;
     }
     std::erase_if(ops_, [](const auto& w) { return w.expired(); });
     ops_.push_back(op);
   }
   if (chunks.empty()) {
     op->RunDoneIfEnded();  // an empty tensor: nothing to sum
-  } else if (LocalReducer* local = local_.load()) {
+  } else if (route) {
+    for (ChunkTask& chunk : chunks) device_stages_->CopyToHost(std::move(chunk));
+  } else {
+    Dispatch(std::move(chunks));
+  }
+  return op;
+}
+
+void Worker::Dispatch(std::vector<ChunkTask> chunks) {
+  if (LocalReducer* local = local_.load()) {
     for (ChunkTask& chunk : chunks) local->Post(std::move(chunk));
   } else {
     chunk_scheduler_->Post(std::move(chunks));
   }
-  return op;
 }
 
 Status Worker::Broadcast(TensorId id, void* data, int root) {
@@ -220,27 +236,19 @@ Status Worker::Broadcast(TensorId id, void* data, int root) {
       return InvalidArgument("tensor '" + t.name + "' is compressed (" + t.compression.Name() +
                              "): a broadcast through it would not be exact; broadcast a tensor declared uncompressed");
   }
+  if (device_present_ && device_->IsDevicePointer(data)) return BroadcastDevice(id, data, root, bytes);
   // The sum of the root's tensor and everyone else's zeros is the root's tensor.
-  const bool device = cuda_ && IsDevicePointer(data);
-  Buffer staged;
-  void* host = data;
-  if (device) {
-    if (rank() == root) {
-      SYNCLINE_ASSIGN_OR_RETURN(staged, DeviceStaging::CopyToHost(data, bytes));
-    } else {
-      staged = Buffer::Zeros(bytes);
-    }
-    host = staged.mutable_data();
-  } else if (rank() != root && bytes > 0) {
-    std::memset(data, 0, bytes);
-  }
+  if (rank() != root && bytes > 0) std::memset(data, 0, bytes);
+  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, data, BroadcastOptions()));
+  return op->Wait(DefaultDeadline());
+}
+
+PushPullOptions Worker::BroadcastOptions() {
   // The caller blocks on it: ahead of every queued chunk. Summed whole in
   // async and ssp modes, whose servers otherwise add it to a running total.
   PushPullOptions urgent{false, std::numeric_limits<int64_t>::max(), nullptr};
   urgent.whole_round = true;
-  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host, urgent));
-  SYNCLINE_RETURN_IF_ERROR(op->Wait(DefaultDeadline()));
-  return device ? DeviceStaging::CopyToDevice(data, host, bytes) : Status::Ok();
+  return urgent;
 }
 
 Status Worker::Barrier() {
@@ -318,6 +326,7 @@ void Worker::OnMessage(Message&& m) {
 }
 
 void Worker::FailAll(const Status& status) {
+  if (device_stages_) device_stages_->Stop(status);
   chunk_scheduler_->Stop(status);  // queued chunks fail; nothing more is admitted
   kv_.FailAll(status);
   if (LocalReducer* local = local_.load()) local->FailAll(status);

@@ -38,6 +38,8 @@
 #include "transport/transport.h"
 #include "worker/chunk.h"
 #include "worker/chunk_codec.h"
+#include "worker/device_stages.h"
+#include "worker/gpu/device_memory.h"
 #include "worker/kv_client.h"
 #include "worker/local_reduce.h"
 #include "control/local_group.h"
@@ -60,6 +62,10 @@ struct PushPullOptions {
   // Async and ssp modes: the servers sum this round as in bsp (every worker's
   // push) instead of adding it to their running value. For broadcasts.
   bool whole_round = false;
+  // A device tensor: the framework's stream (a cudaStream_t) whose work
+  // produces it; its copies to the host wait for what is queued there now.
+  // Null: the device's default stream.
+  void* stream = nullptr;
 };
 
 struct DeclareOptions {
@@ -75,11 +81,14 @@ class Worker {
   // Listens, registers with the scheduler and waits for the job to start.
   static Result<std::unique_ptr<Worker>> Create(const Settings& settings);
   // Same, with an endpoint of the caller's choosing (tests: loopback, faults).
-  // `chunk_scheduler` decides when chunks go out (null: SendAtOnce).
+  // `chunk_scheduler` decides when chunks go out (null: SendAtOnce);
+  // `device` is the accelerator's memory (null: the build's, CUDA's where
+  // it has it; tests: an in-memory device).
   static Result<std::unique_ptr<Worker>> Create(const Settings& settings, std::unique_ptr<Endpoint> endpoint,
                                                 const std::string& listen_address,
                                                 const std::string& scheduler_address = "",
-                                                std::unique_ptr<ChunkScheduler> chunk_scheduler = nullptr);
+                                                std::unique_ptr<ChunkScheduler> chunk_scheduler = nullptr,
+                                                std::unique_ptr<DeviceMemory> device = nullptr);
   // Shuts down (if not done yet) without waiting long.
   ~Worker();
 
@@ -104,8 +113,10 @@ class Worker {
   // Starts summing the declared tensor `id` at `data` across all workers, in
   // place. With `average`, the sum is divided by the number of workers.
   // `data` must stay valid and untouched until the handle's Wait returns.
-  // `data` may be GPU memory (CUDA builds): it is staged through pinned host
-  // memory and the result copied back when Wait succeeds.
+  // `data` may be device memory (CUDA builds): each chunk is copied to a
+  // pinned host buffer of the tensor's, after the work queued on
+  // `options.stream`, and its sum back, before the push_pull ends
+  // (worker/device_stages.h).
   Result<OpHandle> PushPull(TensorId id, void* data, bool average) {
     return PushPull(id, data, PushPullOptions{average, 0, nullptr});
   }
@@ -169,6 +180,7 @@ class Worker {
     std::map<uint64_t, Placement> by_partition;  // every one used so far
     compression::Spec compression;               // kNone: uncompressed
     std::shared_ptr<Residual> residual;          // compressed: what its pushes have not carried yet
+    std::shared_ptr<StagingBuffers> staging;     // pushed from a device: its pinned host buffers
   };
   // The compression a declaration of `name` ends up with (see Declare).
   Result<compression::Spec> ChooseCompression(const std::string& name, DType dtype, uint64_t num_elements,
@@ -176,9 +188,20 @@ class Worker {
   // Records the scheduler's placement of a tensor under one partition size.
   void SetPlacement(Tensor& t, uint64_t partition, const proto::DeclareReply& reply) REQUIRES(mu_);
   Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,
-         std::unique_ptr<ChunkScheduler> chunk_scheduler);
-  // PushPull of host memory.
-  Result<std::shared_ptr<Operation>> PushPullHost(TensorId id, void* data, const PushPullOptions& options);
+         std::unique_ptr<ChunkScheduler> chunk_scheduler, std::unique_ptr<DeviceMemory> device);
+  // PushPull of host memory at `data`; with `route`, the staging buffer of
+  // a device tensor (route->host == data), whose chunks start on the device.
+  Result<std::shared_ptr<Operation>> PushPullHost(TensorId id, void* data, const PushPullOptions& options,
+                                                  std::shared_ptr<const DeviceRoute> route = nullptr);
+  // PushPull of device memory (worker_device.cc).
+  Result<std::shared_ptr<Operation>> PushPullDevice(TensorId id, void* data, PushPullOptions options);
+  // How a broadcast is posted: a sum of the root's tensor and zeros.
+  static PushPullOptions BroadcastOptions();
+  // Broadcast of device memory, staged whole (worker_device.cc).
+  Status BroadcastDevice(TensorId id, void* data, int root, uint64_t bytes);
+  // Hands chunks on the host to their next stage: local reduce where this
+  // host has other workers, else admission.
+  void Dispatch(std::vector<ChunkTask> chunks);
   Status Start(const std::string& listen_address);
   void OnMessage(Message&& m);
   void FailAll(const Status& status);
@@ -211,7 +234,8 @@ class Worker {
   KvClient kv_;
   std::unique_ptr<ChunkScheduler> chunk_scheduler_;  // after kv_: stops sending before kv_ goes
   std::atomic<uint64_t> next_sequence_{0};
-  const bool cuda_ = false;  // CUDA devices present: pointers may be device memory
+  const std::unique_ptr<DeviceMemory> device_;
+  const bool device_present_;  // pointers may be device memory
   // When a push_pull last ended (Clock ticks); shared with the done
   // callbacks, which may outlive the worker.
   const std::shared_ptr<std::atomic<Clock::rep>> last_ended_ =
@@ -238,6 +262,9 @@ class Worker {
   // (null: every chunk goes to the chunk scheduler).
   std::unique_ptr<LocalReducer> local_reducer_;
   std::atomic<LocalReducer*> local_{nullptr};
+  // Only where a device is present; destroyed before what it feeds (local
+  // reduce, admission).
+  std::unique_ptr<DeviceStages> device_stages_;
 };
 
 }  // namespace syncline

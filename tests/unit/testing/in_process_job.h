@@ -49,6 +49,8 @@ class InProcessJob {
     bool local_reduce = true;  // SYNCLINE_LOCAL_REDUCE (workers of one host sum first)
     // Makes each worker's chunk scheduler, given its rank (unset: SendAtOnce).
     std::function<std::unique_ptr<ChunkScheduler>(int rank)> chunk_scheduler;
+    // Makes each worker's device memory, given its rank (unset: the build's).
+    std::function<std::unique_ptr<DeviceMemory>(int rank)> device;
   };
 
   explicit InProcessJob(Options options) : options_(std::move(options)) {}
@@ -118,7 +120,8 @@ class InProcessJob {
         s.worker_rank = r;
         if (options_.host_label) s.host_label = options_.host_label(r);
         return Worker::Create(s, NewEndpoint(), Address("worker-" + std::to_string(r)), scheduler_address_,
-                              options_.chunk_scheduler ? options_.chunk_scheduler(r) : nullptr);
+                              options_.chunk_scheduler ? options_.chunk_scheduler(r) : nullptr,
+                              options_.device ? options_.device(r) : nullptr);
       }));
     }
     Status first_error;

@@ -21,7 +21,7 @@
 #include <random>
 #include <sstream>
 
-#include "summation/half.h"
+#include "tests/unit/testing/dtype_values.h"
 #include "tests/unit/testing/in_process_job.h"
 #include "tests/unit/testing/worker_trace.h"
 
@@ -29,6 +29,8 @@ namespace syncline {
 namespace {
 
 using testing::InProcessJob;
+using testing::Load;
+using testing::Store;
 using testing::OnAllWorkers;
 
 // Workers per host, e.g. {3, 2}: ranks 0-2 on host 0, ranks 3-4 on host 1.
@@ -52,25 +54,6 @@ InProcessJob::Options JobOf(const Layout& layout) {
 // Value `i` of worker `rank`'s tensor: small integers, exact in every dtype
 // and in any order of summation.
 double ValueOf(int rank, size_t i) { return double((rank + 1) * ((i % 5) + 1)); }
-
-void Store(DType dtype, void* data, size_t i, double v) {
-  switch (dtype) {
-    case DType::kFloat32: static_cast<float*>(data)[i] = float(v); break;
-    case DType::kFloat64: static_cast<double*>(data)[i] = v; break;
-    case DType::kFloat16: static_cast<uint16_t*>(data)[i] = FloatToHalf(float(v)); break;
-    case DType::kBFloat16: static_cast<uint16_t*>(data)[i] = FloatToBf16(float(v)); break;
-  }
-}
-
-double Load(DType dtype, const void* data, size_t i) {
-  switch (dtype) {
-    case DType::kFloat32: return static_cast<const float*>(data)[i];
-    case DType::kFloat64: return static_cast<const double*>(data)[i];
-    case DType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DType::kBFloat16: return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
-  }
-  return 0;
-}
 
 // A counter of `worker`'s metrics (0 if absent).
 double Metric(Worker& worker, const std::string& name) {

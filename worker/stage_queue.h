@@ -1,0 +1,111 @@
+// StageQueue: one stage of a worker's chunk pipeline (worker/device_stages.h):
+// a queue served by a thread of its own, most urgent item first. An item has
+// `priority` (larger goes first) and `sequence` (ties: the earlier first),
+// as ChunkTask does, so a chunk of an urgent tensor posted late overtakes the
+// queued chunks of a bulk one at every stage, as it does at admission
+// (proxy/credit_scheduler.h).
+//
+// The queue is unbounded: what it holds is bounded by the chunks of the
+// push_pulls in flight, which the caller bounds. Stop hands every queued
+// item, and every later one, to `drop` with the reason; the thread ends after
+// the item it serves.
+//
+// Thread-safety: Post and Stop may be called from any thread; `serve` and
+// `drop` run outside the lock (serve on the stage's thread, drop on the
+// caller's).
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/status.h"
+
+namespace syncline {
+
+template <typename Item>
+class StageQueue {
+ public:
+  using Serve = std::function<void(Item&&)>;
+  using Drop = std::function<void(Item&&, const Status&)>;
+
+  StageQueue(Serve serve, Drop drop) : serve_(std::move(serve)), drop_(std::move(drop)) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  // Stops (dropping what is queued) and joins the thread.
+  ~StageQueue() {
+    Stop(Aborted("the worker's pipeline stage was destroyed"));
+    thread_.join();
+  }
+  StageQueue(const StageQueue&) = delete;
+  StageQueue& operator=(const StageQueue&) = delete;
+
+  void Post(Item item) {
+    std::optional<Status> refused;
+    {
+      MutexLock lock(mu_);
+      refused = stopped_;
+      if (!refused) {
+        queue_.push_back(std::move(item));
+        std::push_heap(queue_.begin(), queue_.end(), After);
+      }
+    }
+    if (refused) {
+      drop_(std::move(item), *refused);
+      return;
+    }
+    cv_.NotifyAll();
+  }
+
+  void Stop(const Status& status) {
+    std::vector<Item> dropped;
+    {
+      MutexLock lock(mu_);
+      if (!stopped_) stopped_ = status;
+      dropped.swap(queue_);
+    }
+    cv_.NotifyAll();
+    for (Item& item : dropped) drop_(std::move(item), status);
+  }
+
+  size_t queued() const {
+    MutexLock lock(mu_);
+    return queue_.size();
+  }
+
+ private:
+  // Heap order: true if `a` is served after `b`.
+  static bool After(const Item& a, const Item& b) {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    return a.sequence > b.sequence;
+  }
+
+  void Loop() {
+    for (;;) {
+      Item next;
+      {
+        MutexLock lock(mu_);
+        cv_.Wait(mu_, [this]() REQUIRES(mu_) { return stopped_.has_value() || !queue_.empty(); });
+        if (stopped_) return;
+        std::pop_heap(queue_.begin(), queue_.end(), After);
+        next = std::move(queue_.back());
+        queue_.pop_back();
+      }
+      serve_(std::move(next));
+    }
+  }
+
+  const Serve serve_;
+  const Drop drop_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<Item> queue_ GUARDED_BY(mu_);  // a heap by After
+  std::optional<Status> stopped_ GUARDED_BY(mu_);
+  std::thread thread_;  // last: starts once the rest exists
+};
+
+}  // namespace syncline
