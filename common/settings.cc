@@ -133,6 +133,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_ALLOW_NO_TOKEN", {}, Boolean(&Settings::allow_no_token)},
       {"SYNCLINE_ENCRYPT", {}, Boolean(&Settings::encrypt)},
       {"SYNCLINE_TF_OP", {}, Boolean(&Settings::tf_op)},
+      {"SYNCLINE_NATIVE_DIR", {}, Text(&Settings::native_dir)},
       {"SYNCLINE_SHM", {}, Boolean(&Settings::shm)},
       {"SYNCLINE_SHM_BYTES", {}, Integer(&Settings::shm_bytes, 1 << 20, 1ll << 40)},
       {"SYNCLINE_PARTITION_BYTES", {{"BYTEPS_PARTITION_BYTES", 1}},

@@ -105,6 +105,11 @@ struct Settings {
   // dlpack and tf.numpy_function. Read by the Python package; known here so
   // that every process of a job accepts it.
   bool tf_op = true;
+  // SYNCLINE_NATIVE_DIR. Where the Python package finds libsyncline.so and
+  // the node binaries (lib/, bin/); default: the package's own _native/.
+  // Read by the Python package; known here so that every process of a job
+  // accepts it.
+  std::string native_dir;
   // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
   // chunks of at most this many bytes, each pushed/pulled independently and
   // placed on a server. Smaller: more overlap and better balance, more

@@ -77,9 +77,16 @@ int syncline_declare_compressed(syncline_worker* w, const char* name, int dtype,
 
 int syncline_push_pull_to(syncline_worker* w, uint32_t id, const void* input, void* output, int average,
                           int64_t priority, syncline_done_fn done, void* user, syncline_op** op_out) {
+  return syncline_push_pull_on_stream(w, id, input, output, average, priority, nullptr, done, user, op_out);
+}
+
+int syncline_push_pull_on_stream(syncline_worker* w, uint32_t id, const void* input, void* output, int average,
+                                 int64_t priority, void* stream, syncline_done_fn done, void* user,
+                                 syncline_op** op_out) {
   if (!w || (!op_out && !done))
     return Report(syncline::InvalidArgument("syncline_push_pull: null worker, or neither op_out nor done"));
   syncline::PushPullOptions options = OptionsOf(input, output, average, priority);
+  options.stream = stream;
   if (done) {
     options.on_done = [done, user](const syncline::Status& st) {
       const std::string message = st.ok() ? "" : st.ToString();

@@ -73,6 +73,14 @@ SYNCLINE_EXPORT int syncline_push_pull_async(syncline_worker* w, uint32_t id, vo
 SYNCLINE_EXPORT int syncline_push_pull_to(syncline_worker* w, uint32_t id, const void* input, void* output,
                                           int average, int64_t priority, syncline_done_fn done, void* user,
                                           syncline_op** op_out);
+/* As syncline_push_pull_to, for device memory made by work queued on the
+ * framework's `stream` (a cudaStream_t on the tensor's device; null: the
+ * device's default stream): each chunk is copied to the host once that work
+ * has run, so the caller need not synchronise the stream first. The sums are
+ * on the device when the operation ends. Host memory ignores `stream`. */
+SYNCLINE_EXPORT int syncline_push_pull_on_stream(syncline_worker* w, uint32_t id, const void* input, void* output,
+                                                 int average, int64_t priority, void* stream, syncline_done_fn done,
+                                                 void* user, syncline_op** op_out);
 /* syncline_push_pull_to and syncline_wait in one call, for a caller that
  * waits at once (an eager framework call): starts the sum of `input` into
  * `output` (null or the same pointer: in place, `input` is then written)

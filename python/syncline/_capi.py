@@ -72,6 +72,7 @@ def _load():
             "syncline_declare_compressed": (i, [p, ctypes.c_char_p, i, u64, ctypes.c_char_p, ctypes.POINTER(u32)]),
             "syncline_push_pull_async": (i, [p, u32, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
             "syncline_push_pull_to": (i, [p, u32, p, p, i, i64, _DONE_FN, p, ctypes.POINTER(p)]),
+            "syncline_push_pull_on_stream": (i, [p, u32, p, p, i, i64, p, _DONE_FN, p, ctypes.POINTER(p)]),
             "syncline_push_pull": (i, [p, u32, p, p, i, i64]),
             "syncline_poll": (i, [p]),
             "syncline_wait": (i, [p, i64]),
@@ -181,11 +182,14 @@ class Worker:
         _check(self._lib, code, f"declaring tensor '{name}'")
         return tensor_id.value
 
-    def push_pull_async(self, tensor_id, address, average, priority, output=None):
-        """Sums the tensor at `address` in place, or into `output` (an address) leaving it unread."""
+    def push_pull_async(self, tensor_id, address, average, priority, output=None, stream=None):
+        """Sums the tensor at `address` in place, or into `output` (an address) leaving it unread.
+        `stream`: device memory made by work queued on this CUDA stream (a cudaStream_t as an int;
+        None or 0: the device's default stream), which the copies to the host wait for."""
         op = ctypes.c_void_p()
-        code = self._lib.syncline_push_pull_to(self._handle, tensor_id, address, output, int(bool(average)),
-                                               int(priority), _NO_CALLBACK, None, ctypes.byref(op))
+        code = self._lib.syncline_push_pull_on_stream(self._handle, tensor_id, address, output, int(bool(average)),
+                                                      int(priority), stream or None, _NO_CALLBACK, None,
+                                                      ctypes.byref(op))
         _check(self._lib, code, "push_pull")
         return Op(self._lib, op)
 

@@ -255,8 +255,9 @@ def optimizer_api():
 
 
 def cuda_sums():
-    """CUDA tensors (device staging, after torch's stream): exact sums in place and out of place, and a
-    DistributedOptimizer step on GPU parameters. Runs only where torch finds a GPU."""
+    """CUDA tensors (chunk by chunk through the device stages, after torch's stream): exact sums in place
+    and out of place, of a tensor of many chunks made on a busy side stream that nobody synchronises,
+    and a DistributedOptimizer step on GPU parameters. Runs only where torch finds a GPU."""
     rank, size = bps.rank(), bps.size()
     device = torch.device("cuda", bps.local_rank() % torch.cuda.device_count())
     total = float(sum(r + 1 for r in range(size)))
@@ -264,6 +265,13 @@ def cuda_sums():
     assert torch.equal(bps.push_pull(x, average=False, name="cuda.out").cpu(), torch.full((3, 1000), total))
     bps.push_pull_inplace(x, average=False, name="cuda.in")
     assert x.is_cuda and torch.equal(x.cpu(), torch.full((3, 1000), total))
+    side = torch.cuda.Stream(device)
+    for step in range(3):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(100_000_000)  # the stream stays busy: a copy that does not wait reads too early
+            big = torch.full((4 << 20,), float(rank + 1 + step), device=device)
+            bps.push_pull_inplace(big, average=False, name="cuda.big")
+        assert torch.equal(big.cpu(), torch.full((4 << 20,), total + size * step)), (step, big[:4])
     model = torch.nn.Linear(4, 1, bias=False).to(device)
     with torch.no_grad():
         model.weight.fill_(1.0)

@@ -2,8 +2,10 @@
 
 Tensors reach libsyncline by their memory address (`data_ptr()`), never
 through a torch extension, so this works with every torch version. A tensor
-on a GPU is handed over as device memory after torch's current stream is
-synchronised; libsyncline stages it through host memory.
+on a GPU is handed over as device memory with torch's current stream, whose
+queued work libsyncline's copies to the host wait for (the Python thread does
+not); libsyncline copies it chunk by chunk through pinned host memory and its
+sums back before the push_pull ends.
 """
 import torch
 
@@ -83,10 +85,9 @@ def _post(tensor, output, average, name, priority, compression, model_change=Fal
         buffer = sent.contiguous()
         if buffer.data_ptr() == tensor.data_ptr():  # still the caller's memory: sum into a copy
             buffer = buffer.clone()
-    if buffer.is_cuda:
-        torch.cuda.current_stream(buffer.device).synchronize()
+    stream = torch.cuda.current_stream(buffer.device).cuda_stream if buffer.is_cuda else None
     tensor_id = session.tensor_id(name, code, buffer.shape, native_form(compression))
-    op = session.worker.push_pull_async(tensor_id, buffer.data_ptr(), average, priority)
+    op = session.worker.push_pull_async(tensor_id, buffer.data_ptr(), average, priority, stream=stream)
     return session.handles.add(_Pending(op, buffer, output, ctx, compression))
 
 

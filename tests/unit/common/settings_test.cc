@@ -264,6 +264,13 @@ TEST(SettingsTest, UnknownSynclineNameIsAnErrorNamingIt) {
   ExpectError({{"SYNCLINE_NUM_WORKER", "2"}}, {"SYNCLINE_NUM_WORKER"});
 }
 
+TEST(SettingsTest, ThePythonPackagesOwnSettingsAreAcceptedByEveryNode) {
+  // Read by the package, exported to the whole job by whoever sets them.
+  Settings s = MustParse({{"SYNCLINE_NATIVE_DIR", "/opt/syncline"}, {"SYNCLINE_TF_OP", "0"}});
+  EXPECT_EQ(s.native_dir, "/opt/syncline");
+  EXPECT_FALSE(s.tf_op);
+}
+
 TEST(SettingsTest, UnrelatedVariablesAreIgnored) {
   std::vector<std::string> warnings;
   Settings s = MustParse({{"PATH", "/usr/bin"}, {"HOME", "/root"}, {"NCCL_DEBUG", "INFO"}, {"PORT", "8080"}}, &warnings);
