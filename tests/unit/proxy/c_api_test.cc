@@ -68,6 +68,14 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   ASSERT_EQ(0, syncline_wait(op, 10000)) << syncline_last_error();
   syncline_op_free(op);
   EXPECT_EQ(sum, x);
+  // A framework's stream is for device memory: host memory ignores it.
+  std::fill(sum.begin(), sum.end(), -1.0);
+  int not_a_stream = 0;
+  ASSERT_EQ(0, syncline_push_pull_on_stream(w, id, x.data(), sum.data(), 0, 0, &not_a_stream, nullptr, nullptr, &op))
+      << syncline_last_error();
+  ASSERT_EQ(0, syncline_wait(op, 10000)) << syncline_last_error();
+  syncline_op_free(op);
+  EXPECT_EQ(sum, x);
   // Started and waited for in one call: into an output, and in place.
   std::fill(sum.begin(), sum.end(), -1.0);
   ASSERT_EQ(0, syncline_push_pull(w, id, x.data(), sum.data(), 0, 0)) << syncline_last_error();
