@@ -33,7 +33,9 @@ LocalReducer::LocalReducer(Endpoint* endpoint, const SchedulerClient* control, L
                                       "Bytes this worker sent to the other workers of its host (local reduce)")),
       gate_(std::make_shared<Gate>()),
       finished_(group_.local_size, false),
-      at_barrier_(group_.local_size) {
+      at_barrier_(group_.local_size),
+      parts_([this](ChunkTask&& chunk) { SendPart(chunk); },
+             [this](ChunkTask&& chunk, const Status& why) { DropPart(chunk, why); }) {
   MutexLock lock(gate_->mu);
   gate_->reducer = this;
 }
@@ -43,7 +45,7 @@ LocalReducer::~LocalReducer() {
     MutexLock lock(gate_->mu);
     gate_->reducer = nullptr;
   }
-  sends_.Shutdown();
+  parts_.Stop(Aborted("the worker's local reduce stopped"));
   thread_.Shutdown();
 }
 
@@ -88,15 +90,15 @@ void LocalReducer::Post(ChunkTask&& chunk) {
   // Another worker pushes this chunk for the host: it gets this worker's copy,
   // sent from a thread of ours (a send may copy the chunk into shared memory:
   // not on the caller's, which is the framework's backward pass).
-  std::shared_ptr<Operation> op = chunk.op;
-  Status queued = sends_.Submit(0, [this, id, owner, chunk = std::move(chunk)] { SendPart(id, owner, chunk); });
-  if (!queued.ok()) {
-    {
-      MutexLock lock(mu_);
-      awaiting_.erase(id);
-    }
-    op->Fail(queued.WithContext("local reduce"));
+  parts_.Post(std::move(chunk));
+}
+
+void LocalReducer::DropPart(const ChunkTask& chunk, const Status& why) {
+  {
+    MutexLock lock(mu_);
+    awaiting_.erase({chunk.key, chunk.round});
   }
+  chunk.op->Fail(why.WithContext("local reduce"));
 }
 
 std::string LocalReducer::FailedHere(const Operation& op, const std::string& role) const {
@@ -105,7 +107,9 @@ std::string LocalReducer::FailedHere(const Operation& op, const std::string& rol
          std::to_string(group_.ranks[group_.local_rank]) + role + (why ? ": " + why->message() : std::string());
 }
 
-void LocalReducer::SendPart(const RoundKey& id, int owner, const ChunkTask& chunk) {
+void LocalReducer::SendPart(const ChunkTask& chunk) {
+  const RoundKey id{chunk.key, chunk.round};
+  const int owner = OwnerOf(chunk.key);
   std::optional<Buffer> view = chunk.op->RawView(chunk.index);
   if (!control_->health().ok()) return;  // the abort fails what waits, here and at the pusher
   Message m = Header(proto::LOCAL_PUSH, chunk);

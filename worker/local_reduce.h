@@ -14,7 +14,8 @@
 //
 // Work arriving from the network runs on a thread of its own, never on the
 // endpoint's receiving thread (which must not wait on a send); this worker's
-// parts leave from another, not from the caller's. Every wait on
+// parts leave from another, not from the caller's, most urgent first (a
+// StageQueue: an urgent tensor's parts overtake a bulk one's queued parts). Every wait on
 // a peer ends with the job: a peer that dies is caught by the scheduler's
 // heartbeats (the abort fails what waits here); one that finished (it says so
 // with LOCAL_FINISHED at Shutdown) or waits at a barrier this worker has not
@@ -41,6 +42,7 @@
 #include "summation/lanes.h"
 #include "transport/transport.h"
 #include "worker/chunk.h"
+#include "worker/stage_queue.h"
 
 namespace syncline {
 
@@ -119,9 +121,11 @@ class LocalReducer {
   // its failure, `error`, which they would wait for in vain.
   // Queues SendSum on the reducer's thread.
   void QueueSum(const ChunkTask& chunk, const std::optional<Buffer>& sum, const Status& error);
-  // Sends this worker's part of chunk `id` to local rank `owner` (on sends_),
-  // or, its push_pull failed already, that failure.
-  void SendPart(const RoundKey& id, int owner, const ChunkTask& chunk);
+  // Sends this worker's part of `chunk` to its pusher (on parts_), or, its
+  // push_pull failed already, that failure.
+  void SendPart(const ChunkTask& chunk);
+  // A part that will not be sent (the reducer stopped): its chunk fails here.
+  void DropPart(const ChunkTask& chunk, const Status& why);
   // What the host's other workers hear of `op`, failed here (`role`: what
   // this worker is to them), with the failure's own reason.
   std::string FailedHere(const Operation& op, const std::string& role) const;
@@ -169,9 +173,9 @@ class LocalReducer {
   uint64_t barriers_passed_ GUARDED_BY(mu_) = 0;
   bool finished_self_ GUARDED_BY(mu_) = false;  // AnnounceFinished: peers' parts are dropped
   // Last: they stop before the rest goes. thread_ takes what arrives and
-  // sums; sends_ sends this worker's parts to their pushers.
+  // sums; parts_ sends this worker's parts to their pushers.
   SerialLanes thread_{1};
-  SerialLanes sends_{1};
+  StageQueue<ChunkTask> parts_;
 };
 
 }  // namespace syncline

@@ -103,7 +103,7 @@ void LocalReducer::Announce(proto::Op op, uint64_t round) {
   };
   // This worker's parts still queued go first (its push_pulls may have been
   // given up on, not finished).
-  Status st = sends_.Drain(Deadline::AfterMs(request_timeout_ms_));
+  Status st = parts_.Drain(Deadline::AfterMs(request_timeout_ms_));
   if (st.ok()) st = thread_.Submit(0, send);
   if (st.ok()) st = thread_.Drain(Deadline::AfterMs(request_timeout_ms_));
   if (!st.ok()) SYNCLINE_LOG_WARN("sending {}: {}", proto::Op_Name(op), st.message());

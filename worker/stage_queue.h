@@ -10,7 +10,7 @@
 // item, and every later one, to `drop` with the reason; the thread ends after
 // the item it serves.
 //
-// Thread-safety: Post and Stop may be called from any thread; `serve` and
+// Thread-safety: Post, Stop and Drain may be called from any thread; `serve` and
 // `drop` run outside the lock (serve on the stage's thread, drop on the
 // caller's).
 #pragma once
@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/deadline.h"
 #include "common/mutex.h"
 #include "common/status.h"
 
@@ -72,6 +73,16 @@ class StageQueue {
     for (Item& item : dropped) drop_(std::move(item), status);
   }
 
+  // Waits until nothing is queued or being served (the caller posts no
+  // more meanwhile): DeadlineExceeded if that takes past `deadline`.
+  Status Drain(Deadline deadline) {
+    MutexLock lock(mu_);
+    if (cv_.WaitUntil(mu_, deadline, [this]() REQUIRES(mu_) { return queue_.empty() && !serving_; }))
+      return Status::Ok();
+    return DeadlineExceeded("a pipeline stage still had " + std::to_string(queue_.size() + (serving_ ? 1 : 0)) +
+                            " chunks to serve");
+  }
+
   size_t queued() const {
     MutexLock lock(mu_);
     return queue_.size();
@@ -94,8 +105,12 @@ class StageQueue {
         std::pop_heap(queue_.begin(), queue_.end(), After);
         next = std::move(queue_.back());
         queue_.pop_back();
+        serving_ = true;
       }
       serve_(std::move(next));
+      MutexLock lock(mu_);
+      serving_ = false;
+      if (queue_.empty()) cv_.NotifyAll();  // Drain
     }
   }
 
@@ -105,6 +120,7 @@ class StageQueue {
   CondVar cv_;
   std::vector<Item> queue_ GUARDED_BY(mu_);  // a heap by After
   std::optional<Status> stopped_ GUARDED_BY(mu_);
+  bool serving_ GUARDED_BY(mu_) = false;  // the thread is in serve_
   std::thread thread_;  // last: starts once the rest exists
 };
 

@@ -1,6 +1,6 @@
 // StageQueue (worker/stage_queue.h): the most urgent item is served first,
 // ties in posting order; Stop drops what is queued, and what comes later,
-// with its reason.
+// with its reason; Drain returns once nothing is queued or being served.
 #include "worker/stage_queue.h"
 
 #include <gtest/gtest.h>
@@ -89,6 +89,19 @@ TEST(StageQueue, StopDropsWhatIsQueuedAndWhatComesLaterWithTheReason) {
   }  // the destructor joins the thread, which ends after the item it serves
   EXPECT_EQ(r.served(), std::vector<std::string>{"served"});
   EXPECT_EQ(r.dropped(), (std::vector<std::string>{"queued: job over", "late: job over"}));
+}
+
+TEST(StageQueue, DrainWaitsForTheItemBeingServedAndEveryQueuedOne) {
+  Recorder r;
+  StageQueue<Item> stage([&r](Item&& i) { r.Serve(std::move(i)); },
+                         [&r](Item&& i, const Status& why) { r.Drop(std::move(i), why); });
+  stage.Post({0, 0, "held"});
+  ASSERT_TRUE(r.AwaitServed(1));
+  stage.Post({0, 1, "queued"});
+  EXPECT_EQ(stage.Drain(Deadline::AfterMs(50)).code(), StatusCode::kDeadlineExceeded);
+  r.Release();
+  EXPECT_TRUE(stage.Drain(Deadline::AfterMs(10000)).ok());
+  EXPECT_EQ(r.served(), (std::vector<std::string>{"held", "queued"}));
 }
 
 }  // namespace
