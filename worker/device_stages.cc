@@ -59,14 +59,19 @@ Operation::Deliver DeviceStages::DeliverTo(std::shared_ptr<const DeviceRoute> ro
                                            uint64_t first_sequence) {
   return [gate = gate_, route = std::move(route), offsets = std::move(offsets), lengths = std::move(lengths),
           priority, first_sequence](std::shared_ptr<Operation> op, size_t i) {
-    MutexLock lock(gate->mu);
-    if (gate->stages == nullptr) {
-      op->Delivered(i, Aborted("the worker is gone: its device stages stopped"));
-      return;
+    ToDevice chunk{op, i, route, offsets[i], lengths[i], priority, first_sequence + i, 0};
+    std::optional<Status> refused;
+    {
+      MutexLock lock(gate->mu);
+      if (gate->stages == nullptr) {
+        refused = Aborted("the worker is gone: its device stages stopped");
+      } else {
+        if (gate->stages->timeline_) chunk.posted_us = Timeline::NowUs();
+        refused = gate->stages->to_device_.TryPost(chunk);
+      }
     }
-    gate->stages->to_device_.Post(ToDevice{std::move(op), i, route, offsets[i], lengths[i], priority,
-                                           first_sequence + i,
-                                           gate->stages->timeline_ ? Timeline::NowUs() : 0});
+    // Outside the gate: the chunk may end the push_pull, whose done callback is the caller's code.
+    if (refused) op->Delivered(i, *refused);
   };
 }
 
@@ -84,7 +89,7 @@ void DeviceStages::Trace(const char* stage, const Operation& op, size_t index, i
   timeline_->Span(stage, "chunk", op.tensor_name() + " #" + std::to_string(index), posted_us, Timeline::NowUs());
 }
 
-Result<Buffer> StagingBuffers::Take() {
+Result<Buffer> StagingBuffers::Take(const void* device_ptr) {
   {
     MutexLock lock(mu_);
     for (Entry& e : entries_) {
@@ -96,7 +101,7 @@ Result<Buffer> StagingBuffers::Take() {
       return e.buffer;
     }
   }
-  SYNCLINE_ASSIGN_OR_RETURN(Buffer fresh, device_->AllocatePinned(bytes_));
+  SYNCLINE_ASSIGN_OR_RETURN(Buffer fresh, device_->AllocatePinned(device_ptr, bytes_));
   MutexLock lock(mu_);
   entries_.push_back(Entry{fresh, true, {}});
   return fresh;

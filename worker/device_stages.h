@@ -97,8 +97,9 @@ class DeviceStages {
 class StagingBuffers {
  public:
   StagingBuffers(DeviceMemory* device, size_t bytes) : device_(device), bytes_(bytes) {}
-  // A buffer no push_pull uses (a new one if none is), taken until Lend or Give.
-  Result<Buffer> Take();
+  // A buffer no push_pull uses (a new one, for the tensor at `device_ptr`,
+  // if none is), taken until Lend or Give.
+  Result<Buffer> Take(const void* device_ptr);
   // The push_pull `op` works in `buffer` (from Take) until it is Done.
   void Lend(const Buffer& buffer, std::weak_ptr<Operation> op);
   // `buffer` (from Take) is free again, unused.

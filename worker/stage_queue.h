@@ -46,20 +46,19 @@ class StageQueue {
   StageQueue& operator=(const StageQueue&) = delete;
 
   void Post(Item item) {
-    std::optional<Status> refused;
+    if (std::optional<Status> refused = TryPost(item)) drop_(std::move(item), *refused);
+  }
+  // Post without the drop: once stopped, the reason, and `item` stays the
+  // caller's (for a caller holding a lock that `drop` must not run under).
+  std::optional<Status> TryPost(Item& item) {
     {
       MutexLock lock(mu_);
-      refused = stopped_;
-      if (!refused) {
-        queue_.push_back(std::move(item));
-        std::push_heap(queue_.begin(), queue_.end(), After);
-      }
-    }
-    if (refused) {
-      drop_(std::move(item), *refused);
-      return;
+      if (stopped_) return stopped_;
+      queue_.push_back(std::move(item));
+      std::push_heap(queue_.begin(), queue_.end(), After);
     }
     cv_.NotifyAll();
+    return std::nullopt;
   }
 
   void Stop(const Status& status) {

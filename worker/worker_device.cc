@@ -20,7 +20,7 @@ Result<std::shared_ptr<Operation>> Worker::PushPullDevice(TensorId id, void* dat
   }
   // Marked first: the framework's work queued so far is what the copies wait for.
   SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceMemory::Mark> after, device_->MarkStream(data, options.stream));
-  SYNCLINE_ASSIGN_OR_RETURN(Buffer host, staging->Take());
+  SYNCLINE_ASSIGN_OR_RETURN(Buffer host, staging->Take(data));
   auto route = std::make_shared<const DeviceRoute>(DeviceRoute{static_cast<uint8_t*>(data), host.mutable_data(), after});
   // The push_pull uses the buffer until it is Done, and may outlive the
   // worker and its tensors (a transport still holding a chunk): its done
@@ -39,14 +39,18 @@ Result<std::shared_ptr<Operation>> Worker::PushPullDevice(TensorId id, void* dat
 
 Status Worker::BroadcastDevice(TensorId id, void* data, int root, uint64_t bytes) {
   // Rare (parameters at the start): staged whole, in a buffer of its own.
-  SYNCLINE_ASSIGN_OR_RETURN(Buffer host, device_->AllocatePinned(bytes));
+  SYNCLINE_ASSIGN_OR_RETURN(Buffer host, device_->AllocatePinned(data, bytes));
   if (rank() == root) {
     SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceMemory::Mark> after, device_->MarkStream(data, nullptr));
     SYNCLINE_RETURN_IF_ERROR(device_->CopyToHost(host.mutable_data(), data, bytes, after.get()));
   } else if (bytes > 0) {
     std::memset(host.mutable_data(), 0, bytes);
   }
-  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host.mutable_data(), BroadcastOptions()));
+  // A wait that times out leaves the push_pull to the transport: its done
+  // callback keeps the buffer alive as long as the push_pull.
+  PushPullOptions options = BroadcastOptions();
+  options.on_done = [host](const Status&) {};
+  SYNCLINE_ASSIGN_OR_RETURN(std::shared_ptr<Operation> op, PushPullHost(id, host.mutable_data(), options));
   SYNCLINE_RETURN_IF_ERROR(op->Wait(DefaultDeadline()));
   return device_->CopyToDevice(data, host.data(), bytes);
 }

@@ -9,7 +9,10 @@
 // (tests/unit/testing/in_memory_device.h), which pretends host memory is a
 // device and injects failures and delays.
 //
-// Thread-safety: every method may be called from any thread.
+// Thread-safety: every method may be called from any thread, and leaves the
+// thread's current device as it found it. A copy blocks its thread until it
+// is done; it has no deadline of its own (a device that never finishes the
+// framework's work hangs the framework too).
 #pragma once
 
 #include <cstddef>
@@ -35,9 +38,9 @@ class DeviceMemory {
   // callers may skip asking.
   virtual bool Present() const = 0;
   virtual bool IsDevicePointer(const void* p) const = 0;
-  // `bytes` of page-locked host memory (usable from every device), freed
-  // when the last copy of the Buffer drops.
-  virtual Result<Buffer> AllocatePinned(size_t bytes) = 0;
+  // `bytes` of page-locked host memory for a tensor at `device_ptr` (usable
+  // from every device), freed when the last copy of the Buffer drops.
+  virtual Result<Buffer> AllocatePinned(const void* device_ptr, size_t bytes) = 0;
   // Marks the framework's `stream` now, on the device of `device_ptr`
   // (`stream` null: that device's default stream).
   virtual Result<std::shared_ptr<const Mark>> MarkStream(const void* device_ptr, void* stream) = 0;

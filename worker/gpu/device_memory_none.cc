@@ -10,7 +10,7 @@ class NoDevices final : public DeviceMemory {
  public:
   bool Present() const override { return false; }
   bool IsDevicePointer(const void*) const override { return false; }
-  Result<Buffer> AllocatePinned(size_t) override { return NoCuda(); }
+  Result<Buffer> AllocatePinned(const void*, size_t) override { return NoCuda(); }
   Result<std::shared_ptr<const Mark>> MarkStream(const void*, void*) override { return NoCuda(); }
   Status CopyToHost(void*, const void*, size_t, const Mark*) override { return NoCuda(); }
   Status CopyToDevice(void*, const void*, size_t) override { return NoCuda(); }

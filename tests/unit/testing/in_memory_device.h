@@ -93,7 +93,8 @@ class InMemoryDevice final : public DeviceMemory {
     MutexLock lock(mu_);
     return BlockOfLocked(static_cast<const uint8_t*>(p)) != nullptr;
   }
-  Result<Buffer> AllocatePinned(size_t bytes) override {
+  Result<Buffer> AllocatePinned(const void* device_ptr, size_t bytes) override {
+    if (!IsDevicePointer(device_ptr)) return InvalidArgument("pinned memory for a tensor not in device memory");
     {
       MutexLock lock(mu_);
       ++pinned_allocations_;
@@ -179,7 +180,9 @@ class ForwardingDevice final : public DeviceMemory {
   explicit ForwardingDevice(std::shared_ptr<DeviceMemory> target) : target_(std::move(target)) {}
   bool Present() const override { return target_->Present(); }
   bool IsDevicePointer(const void* p) const override { return target_->IsDevicePointer(p); }
-  Result<Buffer> AllocatePinned(size_t bytes) override { return target_->AllocatePinned(bytes); }
+  Result<Buffer> AllocatePinned(const void* device_ptr, size_t bytes) override {
+    return target_->AllocatePinned(device_ptr, bytes);
+  }
   Result<std::shared_ptr<const Mark>> MarkStream(const void* device_ptr, void* stream) override {
     return target_->MarkStream(device_ptr, stream);
   }

@@ -6,7 +6,11 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "tests/unit/testing/in_process_job.h"
@@ -22,28 +26,46 @@ using testing::OnAllWorkers;
 #define SKIP_WITHOUT_GPU(device) \
   if (!(device)->Present()) GTEST_SKIP() << "no CUDA device on this machine"
 
-// A framework's stream that is busy for a while (a large memset), then
-// writes `values` into `dev`: a copy that does not wait for it reads zeros.
-struct BusyStream {
-  BusyStream(float* dev, const std::vector<float>& values) {
+// A framework's stream that writes `values` into `dev` only once a host
+// function queued before the write lets it go, 200 ms after the stream was
+// made: a copy that does not wait for the stream reads zeros. (The delay is
+// the fault a wrong copy would need to be caught, not synchronisation: a
+// copy that waits is right whatever the timing.)
+class HeldStream {
+ public:
+  HeldStream(float* dev, const std::vector<float>& values) {
     EXPECT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    EXPECT_EQ(cudaSuccess, cudaMalloc(&scratch, kScratch));
-    EXPECT_EQ(cudaSuccess, cudaMallocHost(&pinned, values.size() * 4));
-    std::memcpy(pinned, values.data(), values.size() * 4);
+    EXPECT_EQ(cudaSuccess, cudaMallocHost(&pinned_, values.size() * 4));
+    std::memcpy(pinned_, values.data(), values.size() * 4);
     EXPECT_EQ(cudaSuccess, cudaMemset(dev, 0, values.size() * 4));
-    EXPECT_EQ(cudaSuccess, cudaMemsetAsync(scratch, 1, kScratch, stream));
-    EXPECT_EQ(cudaSuccess, cudaMemcpyAsync(dev, pinned, values.size() * 4, cudaMemcpyHostToDevice, stream));
+    EXPECT_EQ(cudaSuccess, cudaLaunchHostFunc(stream, &HeldStream::Hold, this));
+    EXPECT_EQ(cudaSuccess, cudaMemcpyAsync(dev, pinned_, values.size() * 4, cudaMemcpyHostToDevice, stream));
+    releaser_ = std::thread([this] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+      cv_.notify_all();
+    });
   }
-  ~BusyStream() {
+  ~HeldStream() {
+    releaser_.join();
     cudaStreamSynchronize(stream);
-    cudaFree(scratch);
-    cudaFreeHost(pinned);
+    cudaFreeHost(pinned_);
     cudaStreamDestroy(stream);
   }
-  static constexpr size_t kScratch = size_t{1} << 30;
   cudaStream_t stream = nullptr;
-  void* scratch = nullptr;
-  void* pinned = nullptr;
+
+ private:
+  static void Hold(void* self) {
+    auto* s = static_cast<HeldStream*>(self);
+    std::unique_lock<std::mutex> lock(s->mu_);
+    s->cv_.wait(lock, [s] { return s->released_; });
+  }
+  void* pinned_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::thread releaser_;
 };
 
 TEST(CudaDeviceMemory, CopiesWaitForTheFrameworksStreamAndRoundTrip) {
@@ -55,10 +77,10 @@ TEST(CudaDeviceMemory, CopiesWaitForTheFrameworksStreamAndRoundTrip) {
   ASSERT_EQ(cudaSuccess, cudaMalloc(reinterpret_cast<void**>(&dev), values.size() * 4));
   EXPECT_TRUE(device->IsDevicePointer(dev));
   EXPECT_FALSE(device->IsDevicePointer(values.data()));
-  auto pinned = device->AllocatePinned(values.size() * 4);
+  auto pinned = device->AllocatePinned(dev, values.size() * 4);
   ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
   {
-    BusyStream framework(dev, values);
+    HeldStream framework(dev, values);
     auto mark = device->MarkStream(dev, framework.stream);
     ASSERT_TRUE(mark.ok()) << mark.status().ToString();
     ASSERT_TRUE(device->CopyToHost(pinned->mutable_data(), dev, values.size() * 4, mark->get()).ok());
@@ -88,7 +110,7 @@ TEST(CudaDeviceMemory, PushPullAndBroadcastOfDeviceTensorsChunkByChunk) {
     if (cudaMalloc(reinterpret_cast<void**>(&dev), kN * 4) != cudaSuccess) return Internal("cudaMalloc failed");
     for (int round = 0; round < 3; ++round) {
       std::vector<float> host(kN, static_cast<float>(rank + 1 + round));
-      BusyStream framework(dev, host);
+      HeldStream framework(dev, host);
       PushPullOptions options;
       options.stream = framework.stream;
       SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, dev, options));

@@ -5,7 +5,8 @@
 // first chunk pushed while its last is still on the device; the most urgent
 // chunk copied first; copies that wait for the framework's stream; a copy to
 // the host that fails ending the job, named; a copy back that fails failing
-// only that push_pull.
+// only that push_pull; compressed device tensors; two push_pulls of a tensor
+// in flight at once; broadcasts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -102,7 +103,7 @@ class LoggedAdmission final : public ChunkScheduler {
 // Workers per host: 1 (flat: every worker pushes its own) and 2 (local reduce).
 class DeviceTensors : public ::testing::TestWithParam<int> {};
 
-TEST_P(DeviceTensors, SumAndAverageExactlyInEveryDTypeThroughOnePinnedBufferPerTensor) {
+TEST_P(DeviceTensors, SumExactlyAndAverageInEveryDTypeThroughOnePinnedBufferPerTensor) {
   const int per_host = GetParam();
   constexpr int kWorkers = 4;
   Devices devices(kWorkers);
@@ -335,6 +336,99 @@ TEST(DeviceStages, ACopyBackThatFailsFailsOnlyThatPushPullAndTheJobGoesOn) {
       << first[1].ToString();
   fail_copies_back = false;
   ExpectAllOk(OnAllWorkers(job, round));
+}
+
+TEST(DeviceStages, ACompressedDeviceTensorIsEncodedFromItsStagingBufferAndDecodedBackToTheDevice) {
+  Devices devices(2);
+  InProcessJob::Options o = JobOf(2, devices);
+  o.min_compress_bytes = 0;
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  constexpr size_t kElements = 300;  // 5 chunks
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    DeclareOptions fp16;
+    fp16.compression = "fp16";  // small integers and their sums are exact in fp16
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("grad", DType::kFloat32, kElements, fp16));
+    auto* tensor = reinterpret_cast<float*>(devices.of[rank]->Allocate(kElements * 4));
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < kElements; ++i) tensor[i] = float(ValueOf(rank, i, round));
+      SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, tensor, false));
+      SYNCLINE_RETURN_IF_ERROR(h.Wait(w.DefaultDeadline()));
+      for (size_t i = 0; i < kElements; ++i)
+        SYNCLINE_RETURN_IF_ERROR(ExpectNear(tensor[i], ValueOf(0, i, round) + ValueOf(1, i, round), 0,
+                                            "round " + std::to_string(round) + " element " + std::to_string(i)));
+    }
+    return Status::Ok();
+  }));
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+TEST(DeviceStages, TwoPushPullsOfATensorInFlightAtOnceTakeTwoStagingBuffersAndKeepThem) {
+  Devices devices(2);
+  InProcessJob job(JobOf(2, devices));
+  ASSERT_TRUE(job.Start().ok());
+  constexpr size_t kElements = 300;
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    InMemoryDevice& device = *devices.of[rank];
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("grad", DType::kFloat32, kElements));
+    std::vector<float*> tensors;
+    for (int t = 0; t < 2; ++t) tensors.push_back(reinterpret_cast<float*>(device.Allocate(kElements * 4)));
+    // The first push_pull's copies wait until the second is posted: it is then in flight for sure.
+    Mutex mu;
+    CondVar cv;
+    bool second_posted = false;
+    const uint8_t* first = reinterpret_cast<uint8_t*>(tensors[0]);
+    device.SetBeforeCopy([&](const InMemoryDevice::Copy& copy) -> Status {
+      if (copy.way != InMemoryDevice::Way::kToHost || copy.device < first || copy.device >= first + kElements * 4)
+        return Status::Ok();
+      MutexLock lock(mu);
+      if (cv.WaitUntil(mu, Deadline::AfterMs(10000), [&]() REQUIRES(mu) { return second_posted; })) return Status::Ok();
+      return Internal("the second push_pull was never posted");
+    });
+    for (int pass = 0; pass < 3; ++pass) {
+      std::vector<OpHandle> handles;
+      for (int t = 0; t < 2; ++t) {
+        std::fill(tensors[t], tensors[t] + kElements, float(rank + 1 + 10 * t));
+        SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, tensors[t], false));
+        handles.push_back(h);
+      }
+      {
+        MutexLock lock(mu);
+        second_posted = true;
+        cv.NotifyAll();
+      }
+      for (int t = 0; t < 2; ++t) {
+        SYNCLINE_RETURN_IF_ERROR(handles[t].Wait(w.DefaultDeadline()));
+        for (size_t i = 0; i < kElements; ++i)
+          SYNCLINE_RETURN_IF_ERROR(ExpectNear(tensors[t][i], 3 + 20 * t, 0, "element " + std::to_string(i)));
+      }
+    }
+    device.SetBeforeCopy(nullptr);  // before `mu` goes
+    if (device.pinned_allocations() != 2)
+      return Internal(std::to_string(device.pinned_allocations()) + " pinned buffers for 2 push_pulls in flight");
+    return Status::Ok();
+  }));
+  EXPECT_TRUE(job.Finish().ok());
+}
+
+TEST(DeviceStages, ABroadcastOfADeviceTensorReachesEveryWorkersDevice) {
+  Devices devices(3);
+  InProcessJob job(JobOf(3, devices));
+  ASSERT_TRUE(job.Start().ok());
+  constexpr size_t kElements = 700;
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("weights", DType::kFloat64, kElements));
+    auto* tensor = reinterpret_cast<double*>(devices.of[rank]->Allocate(kElements * 8));
+    for (size_t i = 0; i < kElements; ++i) tensor[i] = 100.0 * rank + double(i);
+    SYNCLINE_RETURN_IF_ERROR(w.Broadcast(id, tensor, /*root=*/1));
+    for (size_t i = 0; i < kElements; ++i)
+      SYNCLINE_RETURN_IF_ERROR(ExpectNear(tensor[i], 100.0 + double(i), 0, "element " + std::to_string(i)));
+    return Status::Ok();
+  }));
+  EXPECT_TRUE(job.Finish().ok());
 }
 
 }  // namespace
