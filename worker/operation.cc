@@ -109,9 +109,7 @@ std::optional<Buffer> Operation::Encode(size_t i, uint64_t seed) {
     done = TakeDoneLocked(&status);
     cv_.NotifyAll();
   }
-  done_with = Buffer();
-  if (deliver) DeliverChunk(i);
-  RunDone(std::move(done), status);
+  AfterChunkUnlocked(i, std::move(done_with), deliver, std::move(done), status);
   if (!encoded.ok()) return std::nullopt;
   return std::move(encoded).value();
 }
@@ -129,8 +127,12 @@ void Operation::OnReleased(size_t i) {
     done = TakeDoneLocked(&status);
     cv_.NotifyAll();
   }
+  AfterChunkUnlocked(i, std::move(done_with), deliver, std::move(done), status);
+}
+
+void Operation::AfterChunkUnlocked(size_t i, Buffer done_with, bool deliver, DoneCallback done, const Status& status) {
   done_with = Buffer();
-  if (deliver) DeliverChunk(i);
+  if (deliver) deliver_(shared_from_this(), i);
   RunDone(std::move(done), status);
 }
 
@@ -194,9 +196,7 @@ void Operation::OnReply(size_t i, Buffer payload) {
     done = TakeDoneLocked(&status);
     cv_.NotifyAll();
   }
-  done_with = Buffer();  // its release may end the operation too: before the callback
-  if (deliver) DeliverChunk(i);
-  RunDone(std::move(done), status);
+  AfterChunkUnlocked(i, std::move(done_with), deliver, std::move(done), status);
 }
 
 bool Operation::MaybeFinishLocked(size_t i, Buffer* done_with) {

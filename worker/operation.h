@@ -108,9 +108,13 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // Writes the reply of chunk `i` back if both halves are in.
   // The spent reply goes to `*done_with`, for the caller to drop unlocked.
   // True if the chunk is now the deliver stage's: the caller then calls
-  // DeliverChunk(i) unlocked.
+  // deliver_ once unlocked (AfterChunkUnlocked).
   bool MaybeFinishLocked(size_t i, Buffer* done_with) REQUIRES(mu_);
-  void DeliverChunk(size_t i) { deliver_(shared_from_this(), i); }
+  // What a change to chunk `i` under the lock leaves to do unlocked, in this
+  // order: drop the spent reply (its release may end the operation too),
+  // hand the chunk to the deliver stage (`deliver`), run the done callback
+  // (`done`, if taken) with `status`.
+  void AfterChunkUnlocked(size_t i, Buffer done_with, bool deliver, DoneCallback done, const Status& status);
   // A stage's hold (or a view's release) ended: nothing more is owed for it.
   void EndHold();
   // Once the operation has ended, hands out the done callback

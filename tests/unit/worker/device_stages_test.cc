@@ -51,6 +51,21 @@ InProcessJob::Options JobOf(int workers, const Devices& devices, int workers_per
   return o;
 }
 
+// Runs `body` on every worker of a job of `workers` workers (`per_host` to
+// a host), each with an in-memory device, and expects every body and the
+// job to end well. `adjust` changes the job's options first.
+using Body = std::function<Status(Worker& w, InMemoryDevice& device, int rank)>;
+void RunOnDevices(int workers, const Body& body, int per_host = 1,
+                  const std::function<void(InProcessJob::Options&)>& adjust = nullptr) {
+  Devices devices(workers);
+  InProcessJob::Options o = JobOf(workers, devices, per_host);
+  if (adjust) adjust(o);
+  InProcessJob job(o);
+  ASSERT_TRUE(job.Start().ok());
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) { return body(job.worker(rank), *devices.of[rank], rank); }));
+  EXPECT_TRUE(job.Finish().ok());
+}
+
 // Value `i` of worker `rank`'s tensor in `round`: small integers, exact in
 // every dtype and in any order of summation.
 double ValueOf(int rank, size_t i, int round) { return double((rank + 1) * ((i % 5) + 1) + round); }
@@ -106,16 +121,11 @@ class DeviceTensors : public ::testing::TestWithParam<int> {};
 TEST_P(DeviceTensors, SumExactlyAndAverageInEveryDTypeThroughOnePinnedBufferPerTensor) {
   const int per_host = GetParam();
   constexpr int kWorkers = 4;
-  Devices devices(kWorkers);
-  InProcessJob job(JobOf(kWorkers, devices, per_host));
-  ASSERT_TRUE(job.Start().ok());
   // 7 chunks (the last one short) of 4-byte types, 13 of 8-byte, 4 of 2-byte.
   constexpr size_t kElements = 430;
   const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16};
   constexpr int kRounds = 3;
-  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
-    Worker& w = job.worker(rank);
-    InMemoryDevice& device = *devices.of[rank];
+  RunOnDevices(kWorkers, [&](Worker& w, InMemoryDevice& device, int rank) -> Status {
     if (w.local_group().local_size != per_host) return Internal("local size " + std::to_string(w.local_group().local_size));
     for (DType dtype : dtypes) {
       SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare(std::string("grad-") + DTypeName(dtype), dtype, kElements));
@@ -141,28 +151,22 @@ TEST_P(DeviceTensors, SumExactlyAndAverageInEveryDTypeThroughOnePinnedBufferPerT
       return Internal(std::to_string(device.pinned_allocations()) + " pinned buffers for " +
                       std::to_string(dtypes.size()) + " tensors");
     return Status::Ok();
-  });
-  ExpectAllOk(statuses);
-  EXPECT_TRUE(job.Finish().ok());
+  }, per_host);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorkersPerHost, DeviceTensors, ::testing::Values(1, 2),
                          [](const auto& info) { return std::to_string(info.param) + "PerHost"; });
 
 TEST(DeviceStages, ATensorsFirstChunkIsPushedWhileItsLastIsStillOnTheDevice) {
-  Devices devices(2);
   auto log = std::make_shared<AdmissionLog>();
-  InProcessJob::Options o = JobOf(2, devices);
-  o.chunk_scheduler = [log](int rank) -> std::unique_ptr<ChunkScheduler> {
-    if (rank == 0) return std::make_unique<LoggedAdmission>(log);
-    return std::make_unique<SendAtOnce>();
+  auto logged = [log](InProcessJob::Options& o) {
+    o.chunk_scheduler = [log](int rank) -> std::unique_ptr<ChunkScheduler> {
+      if (rank == 0) return std::make_unique<LoggedAdmission>(log);
+      return std::make_unique<SendAtOnce>();
+    };
   };
-  InProcessJob job(o);
-  ASSERT_TRUE(job.Start().ok());
   constexpr size_t kElements = 640;  // 10 chunks
-  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
-    Worker& w = job.worker(rank);
-    InMemoryDevice& device = *devices.of[rank];
+  RunOnDevices(2, [&](Worker& w, InMemoryDevice& device, int rank) -> Status {
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("grad", DType::kFloat32, kElements));
     auto* tensor = reinterpret_cast<float*>(device.Allocate(kElements * 4));
     std::fill(tensor, tensor + kElements, float(rank + 1));
@@ -180,9 +184,7 @@ TEST(DeviceStages, ATensorsFirstChunkIsPushedWhileItsLastIsStillOnTheDevice) {
     for (size_t i = 0; i < kElements; ++i)
       SYNCLINE_RETURN_IF_ERROR(ExpectNear(tensor[i], 3, 0, "element " + std::to_string(i)));
     return Status::Ok();
-  });
-  ExpectAllOk(statuses);
-  EXPECT_TRUE(job.Finish().ok());
+  }, 1, logged);
 }
 
 TEST(DeviceStages, TheMostUrgentChunkLeavesTheDeviceFirst) {
@@ -240,13 +242,8 @@ TEST(DeviceStages, TheMostUrgentChunkLeavesTheDeviceFirst) {
 }
 
 TEST(DeviceStages, CopiesWaitForTheWorkQueuedOnTheFrameworksStream) {
-  Devices devices(2);
-  InProcessJob job(JobOf(2, devices));
-  ASSERT_TRUE(job.Start().ok());
   constexpr size_t kElements = 300;  // 5 chunks
-  auto statuses = OnAllWorkers(job, [&](int rank) -> Status {
-    Worker& w = job.worker(rank);
-    InMemoryDevice& device = *devices.of[rank];
+  RunOnDevices(2, [&](Worker& w, InMemoryDevice& device, int rank) -> Status {
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("grad", DType::kFloat32, kElements));
     auto* tensor = reinterpret_cast<float*>(device.Allocate(kElements * 4));
     PushPullOptions options;
@@ -270,8 +267,6 @@ TEST(DeviceStages, CopiesWaitForTheWorkQueuedOnTheFrameworksStream) {
       SYNCLINE_RETURN_IF_ERROR(ExpectNear(tensor[i], 3, 0, "element " + std::to_string(i)));
     return Status::Ok();
   });
-  ExpectAllOk(statuses);
-  EXPECT_TRUE(job.Finish().ok());
 }
 
 TEST(DeviceStages, ACopyToTheHostThatFailsEndsTheJobNamingTheWorkerAndTheTensor) {
@@ -339,18 +334,12 @@ TEST(DeviceStages, ACopyBackThatFailsFailsOnlyThatPushPullAndTheJobGoesOn) {
 }
 
 TEST(DeviceStages, ACompressedDeviceTensorIsEncodedFromItsStagingBufferAndDecodedBackToTheDevice) {
-  Devices devices(2);
-  InProcessJob::Options o = JobOf(2, devices);
-  o.min_compress_bytes = 0;
-  InProcessJob job(o);
-  ASSERT_TRUE(job.Start().ok());
   constexpr size_t kElements = 300;  // 5 chunks
-  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
-    Worker& w = job.worker(rank);
+  RunOnDevices(2, [&](Worker& w, InMemoryDevice& device, int rank) -> Status {
     DeclareOptions fp16;
     fp16.compression = "fp16";  // small integers and their sums are exact in fp16
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("grad", DType::kFloat32, kElements, fp16));
-    auto* tensor = reinterpret_cast<float*>(devices.of[rank]->Allocate(kElements * 4));
+    auto* tensor = reinterpret_cast<float*>(device.Allocate(kElements * 4));
     for (int round = 0; round < 2; ++round) {
       for (size_t i = 0; i < kElements; ++i) tensor[i] = float(ValueOf(rank, i, round));
       SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(id, tensor, false));
@@ -360,18 +349,12 @@ TEST(DeviceStages, ACompressedDeviceTensorIsEncodedFromItsStagingBufferAndDecode
                                             "round " + std::to_string(round) + " element " + std::to_string(i)));
     }
     return Status::Ok();
-  }));
-  EXPECT_TRUE(job.Finish().ok());
+  }, 1, [](InProcessJob::Options& o) { o.min_compress_bytes = 0; });
 }
 
 TEST(DeviceStages, TwoPushPullsOfATensorInFlightAtOnceTakeTwoStagingBuffersAndKeepThem) {
-  Devices devices(2);
-  InProcessJob job(JobOf(2, devices));
-  ASSERT_TRUE(job.Start().ok());
   constexpr size_t kElements = 300;
-  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
-    Worker& w = job.worker(rank);
-    InMemoryDevice& device = *devices.of[rank];
+  RunOnDevices(2, [&](Worker& w, InMemoryDevice& device, int rank) -> Status {
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("grad", DType::kFloat32, kElements));
     std::vector<float*> tensors;
     for (int t = 0; t < 2; ++t) tensors.push_back(reinterpret_cast<float*>(device.Allocate(kElements * 4)));
@@ -409,26 +392,20 @@ TEST(DeviceStages, TwoPushPullsOfATensorInFlightAtOnceTakeTwoStagingBuffersAndKe
     if (device.pinned_allocations() != 2)
       return Internal(std::to_string(device.pinned_allocations()) + " pinned buffers for 2 push_pulls in flight");
     return Status::Ok();
-  }));
-  EXPECT_TRUE(job.Finish().ok());
+  });
 }
 
 TEST(DeviceStages, ABroadcastOfADeviceTensorReachesEveryWorkersDevice) {
-  Devices devices(3);
-  InProcessJob job(JobOf(3, devices));
-  ASSERT_TRUE(job.Start().ok());
   constexpr size_t kElements = 700;
-  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
-    Worker& w = job.worker(rank);
+  RunOnDevices(3, [&](Worker& w, InMemoryDevice& device, int rank) -> Status {
     SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("weights", DType::kFloat64, kElements));
-    auto* tensor = reinterpret_cast<double*>(devices.of[rank]->Allocate(kElements * 8));
+    auto* tensor = reinterpret_cast<double*>(device.Allocate(kElements * 8));
     for (size_t i = 0; i < kElements; ++i) tensor[i] = 100.0 * rank + double(i);
     SYNCLINE_RETURN_IF_ERROR(w.Broadcast(id, tensor, /*root=*/1));
     for (size_t i = 0; i < kElements; ++i)
       SYNCLINE_RETURN_IF_ERROR(ExpectNear(tensor[i], 100.0 + double(i), 0, "element " + std::to_string(i)));
     return Status::Ok();
-  }));
-  EXPECT_TRUE(job.Finish().ok());
+  });
 }
 
 }  // namespace
