@@ -5,7 +5,8 @@
 // first chunk pushed while its last is still on the device; the most urgent
 // chunk copied first; copies that wait for the framework's stream; a copy to
 // the host that fails ending the job, named; a copy back that fails failing
-// only that push_pull; compressed device tensors; two push_pulls of a tensor
+// only that push_pull; an abort while a sum is copied back holding the
+// caller until the copy ends; compressed device tensors; two push_pulls of a tensor
 // in flight at once; broadcasts.
 #include <gtest/gtest.h>
 
@@ -331,6 +332,57 @@ TEST(DeviceStages, ACopyBackThatFailsFailsOnlyThatPushPullAndTheJobGoesOn) {
       << first[1].ToString();
   fail_copies_back = false;
   ExpectAllOk(OnAllWorkers(job, round));
+}
+
+TEST(DeviceStages, AnAbortWhileASumIsCopiedBackHoldsTheWaitUntilTheCopyEnds) {
+  Devices devices(2);
+  InProcessJob job(JobOf(2, devices));
+  ASSERT_TRUE(job.Start().ok());
+  constexpr size_t kElements = 300;  // 5 chunks of 256 bytes (the last one short)
+  // Worker 0's first copy back holds until the test lets it go; meanwhile
+  // worker 1's last chunk fails to leave its device, which ends the job
+  // while worker 0 still waits for that chunk's sum.
+  Mutex mu;
+  CondVar cv;
+  bool copying = false, go = false;
+  devices.of[0]->SetBeforeCopy([&](const InMemoryDevice::Copy& copy) -> Status {
+    if (copy.way != InMemoryDevice::Way::kToDevice) return Status::Ok();
+    MutexLock lock(mu);
+    copying = true;
+    cv.NotifyAll();
+    cv.WaitUntil(mu, Deadline::AfterMs(20000), [&]() REQUIRES(mu) { return go; });
+    return Status::Ok();
+  });
+  std::vector<uint8_t*> tensors = {devices.of[0]->Allocate(kElements * 4), devices.of[1]->Allocate(kElements * 4)};
+  devices.of[1]->SetBeforeCopy([&](const InMemoryDevice::Copy& copy) -> Status {
+    if (copy.way != InMemoryDevice::Way::kToHost || copy.device != tensors[1] + 4 * kPartition) return Status::Ok();
+    MutexLock lock(mu);
+    cv.WaitUntil(mu, Deadline::AfterMs(10000), [&]() REQUIRES(mu) { return copying; });
+    return Internal("injected: the last chunk cannot leave the device");
+  });
+  std::vector<OpHandle> handles(2);
+  ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+    Worker& w = job.worker(rank);
+    SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("grad", DType::kFloat32, kElements));
+    SYNCLINE_ASSIGN_OR_RETURN(handles[rank], w.PushPull(id, tensors[rank], false));
+    return Status::Ok();
+  }));
+  // Failed by the abort, but a copy still writes the tensor: the wait holds, saying why.
+  const Status held = handles[0].Wait(Deadline::AfterMs(3000));
+  EXPECT_EQ(held.code(), StatusCode::kDeadlineExceeded) << held.ToString();
+  EXPECT_NE(held.message().find("injected: the last chunk cannot leave the device"), std::string::npos)
+      << held.ToString();
+  {
+    MutexLock lock(mu);
+    go = true;
+    cv.NotifyAll();
+  }
+  const Status ended = handles[0].Wait(Deadline::AfterMs(10000));
+  EXPECT_FALSE(ended.ok());
+  EXPECT_NE(ended.code(), StatusCode::kDeadlineExceeded) << ended.ToString();
+  EXPECT_NE(ended.message().find("injected: the last chunk cannot leave the device"), std::string::npos)
+      << ended.ToString();
+  for (auto& device : devices.of) device->SetBeforeCopy(nullptr);
 }
 
 TEST(DeviceStages, ACompressedDeviceTensorIsEncodedFromItsStagingBufferAndDecodedBackToTheDevice) {
