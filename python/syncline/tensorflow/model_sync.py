@@ -64,7 +64,11 @@ class KerasVariables:
     def merge_(self, i, global_, snapshot, average):
         global_ += average
         v = self._variables[i]
-        v.assign((v.numpy() - snapshot) + global_)  # exactly the global model where nothing moved since
+        # (params - snapshot) + global, exactly the global model where nothing moved since, computed into
+        # the snapshot, which the schedule drops after the merge: no model-sized temporaries.
+        np.subtract(v.numpy(), snapshot, out=snapshot)
+        snapshot += global_
+        v.assign(snapshot)
 
     def post_vote(self, steps):
         return _session.current().post_array(self._vote_name, np.array([steps], dtype=np.float64), True, 1,
