@@ -40,7 +40,7 @@ def test_cross_iteration_overlap_with_adam():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here: the CUDA path is tested where one is found")
-def test_cuda_tensors_through_device_staging():
+def test_cuda_tensors_through_the_device_stages():
     run_checks("cuda_sums")
 
 
