@@ -54,12 +54,10 @@ void DeviceStages::ServeToHost(ChunkTask&& chunk) {
   next_(std::move(chunk));
 }
 
-Operation::Deliver DeviceStages::DeliverTo(std::shared_ptr<const DeviceRoute> route, std::vector<uint64_t> offsets,
-                                           std::vector<uint64_t> lengths, int64_t priority,
+Operation::Deliver DeviceStages::DeliverTo(std::shared_ptr<const DeviceRoute> route, int64_t priority,
                                            uint64_t first_sequence) {
-  return [gate = gate_, route = std::move(route), offsets = std::move(offsets), lengths = std::move(lengths),
-          priority, first_sequence](std::shared_ptr<Operation> op, size_t i) {
-    ToDevice chunk{op, i, route, offsets[i], lengths[i], priority, first_sequence + i, 0};
+  return [gate = gate_, route = std::move(route), priority, first_sequence](std::shared_ptr<Operation> op, size_t i) {
+    ToDevice chunk{op, i, route, priority, first_sequence + i, 0};
     std::optional<Status> refused;
     {
       MutexLock lock(gate->mu);
@@ -77,9 +75,10 @@ Operation::Deliver DeviceStages::DeliverTo(std::shared_ptr<const DeviceRoute> ro
 
 void DeviceStages::ServeToDevice(ToDevice&& chunk) {
   // A failed push_pull's sum is not written: its caller is told of the failure instead.
+  const uint64_t offset = chunk.op->chunk_offset(chunk.index);
   Status copied = chunk.op->failure() ? Status::Ok()
-                                      : device_->CopyToDevice(chunk.route->device + chunk.offset,
-                                                              chunk.route->host + chunk.offset, chunk.length);
+                                      : device_->CopyToDevice(chunk.route->device + offset, chunk.route->host + offset,
+                                                              chunk.op->chunk_length(chunk.index));
   Trace("to device", *chunk.op, chunk.index, chunk.posted_us);
   chunk.op->Delivered(chunk.index, copied.ok() ? copied : copied.WithContext("copying its sum to the device"));
 }
@@ -124,11 +123,6 @@ void StagingBuffers::Lend(const Buffer& buffer, std::weak_ptr<Operation> op) {
 void StagingBuffers::Give(const Buffer& buffer) {
   MutexLock lock(mu_);
   if (Entry* e = EntryOfLocked(buffer)) e->taken = false;
-}
-
-size_t StagingBuffers::allocated() const {
-  MutexLock lock(mu_);
-  return entries_.size();
 }
 
 }  // namespace syncline

@@ -47,11 +47,10 @@ class DeviceStages {
   // Takes a chunk whose route starts on the device (`chunk.device` set).
   void CopyToHost(ChunkTask&& chunk);
   // What an Operation of a device push_pull delivers its written chunks to:
-  // chunk i (at offsets[i], lengths[i] bytes) is copied back to `route`'s
-  // device memory, served by `priority` and `first_sequence` + i. It may be
-  // called after this object is gone: the chunk then fails.
-  Operation::Deliver DeliverTo(std::shared_ptr<const DeviceRoute> route, std::vector<uint64_t> offsets,
-                               std::vector<uint64_t> lengths, int64_t priority, uint64_t first_sequence);
+  // chunk i is copied back to `route`'s device memory, served by `priority`
+  // and `first_sequence` + i. It may be called after this object is gone:
+  // the chunk then fails.
+  Operation::Deliver DeliverTo(std::shared_ptr<const DeviceRoute> route, int64_t priority, uint64_t first_sequence);
   // The job is over: queued chunks fail with `status`, and later ones.
   void Stop(const Status& status);
   // Records each chunk's copies as spans ("to host", "to device"); before
@@ -64,7 +63,6 @@ class DeviceStages {
     std::shared_ptr<Operation> op;
     size_t index = 0;
     std::shared_ptr<const DeviceRoute> route;
-    uint64_t offset = 0, length = 0;
     int64_t priority = 0;
     uint64_t sequence = 0;
     int64_t posted_us = 0;  // while tracing
@@ -104,8 +102,6 @@ class StagingBuffers {
   void Lend(const Buffer& buffer, std::weak_ptr<Operation> op);
   // `buffer` (from Take) is free again, unused.
   void Give(const Buffer& buffer);
-  // Buffers allocated so far.
-  size_t allocated() const;
 
  private:
   struct Entry {
@@ -117,7 +113,7 @@ class StagingBuffers {
 
   DeviceMemory* const device_;
   const size_t bytes_;
-  mutable Mutex mu_;
+  Mutex mu_;
   std::vector<Entry> entries_ GUARDED_BY(mu_);
 };
 

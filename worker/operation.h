@@ -87,6 +87,9 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // The failure that ended it (the first), if one did.
   std::optional<Status> failure() const;
   const std::string& tensor_name() const { return name_; }
+  // Where chunk `i` lies in the tensor, in bytes.
+  uint64_t chunk_offset(size_t i) const { return offsets_[i]; }
+  uint64_t chunk_length(size_t i) const { return lengths_[i]; }
   // When the push_pull began.
   Clock::time_point started() const { return started_; }
   uint64_t bytes() const { return bytes_; }

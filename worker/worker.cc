@@ -190,7 +190,7 @@ Result<std::shared_ptr<Operation>> Worker::PushPullHost(TensorId id, void* data,
     }
     // A device tensor's chunks end once their sums are back on the device.
     Operation::Deliver deliver =
-        route ? device_stages_->DeliverTo(route, offsets, lengths, options.priority, next_sequence_.load()) : nullptr;
+        route ? device_stages_->DeliverTo(route, options.priority, next_sequence_.load()) : nullptr;
     op = std::make_shared<Operation>(tensor.name, static_cast<uint8_t*>(data), offsets, lengths,
                                      Measured(options.on_done), static_cast<uint8_t*>(options.output), placement.codec,
                                      std::move(deliver));
