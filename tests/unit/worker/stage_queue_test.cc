@@ -31,6 +31,13 @@ class Recorder {
     MutexLock lock(mu_);
     dropped_.push_back(item.name + ": " + why.message());
   }
+  // The two as a stage's callbacks.
+  StageQueue<Item>::Serve Serving() {
+    return [this](Item&& i) { Serve(std::move(i)); };
+  }
+  StageQueue<Item>::Drop Dropping() {
+    return [this](Item&& i, const Status& why) { Drop(std::move(i), why); };
+  }
   bool AwaitServed(size_t n) {
     MutexLock lock(mu_);
     return cv_.WaitUntil(mu_, Deadline::AfterMs(10000), [&]() REQUIRES(mu_) { return served_.size() >= n; });
@@ -59,8 +66,7 @@ class Recorder {
 
 TEST(StageQueue, ServesTheMostUrgentFirstAndTiesInPostingOrder) {
   Recorder r;
-  StageQueue<Item> stage([&r](Item&& i) { r.Serve(std::move(i)); },
-                         [&r](Item&& i, const Status& why) { r.Drop(std::move(i), why); });
+  StageQueue<Item> stage(r.Serving(), r.Dropping());
   stage.Post({0, 0, "first"});
   ASSERT_TRUE(r.AwaitServed(1));  // held: what follows queues
   stage.Post({1, 1, "low-a"});
@@ -77,8 +83,7 @@ TEST(StageQueue, ServesTheMostUrgentFirstAndTiesInPostingOrder) {
 TEST(StageQueue, StopDropsWhatIsQueuedAndWhatComesLaterWithTheReason) {
   Recorder r;
   {
-    StageQueue<Item> stage([&r](Item&& i) { r.Serve(std::move(i)); },
-                           [&r](Item&& i, const Status& why) { r.Drop(std::move(i), why); });
+    StageQueue<Item> stage(r.Serving(), r.Dropping());
     stage.Post({0, 0, "served"});
     ASSERT_TRUE(r.AwaitServed(1));
     stage.Post({0, 1, "queued"});
@@ -93,8 +98,7 @@ TEST(StageQueue, StopDropsWhatIsQueuedAndWhatComesLaterWithTheReason) {
 
 TEST(StageQueue, DrainWaitsForTheItemBeingServedAndEveryQueuedOne) {
   Recorder r;
-  StageQueue<Item> stage([&r](Item&& i) { r.Serve(std::move(i)); },
-                         [&r](Item&& i, const Status& why) { r.Drop(std::move(i), why); });
+  StageQueue<Item> stage(r.Serving(), r.Dropping());
   stage.Post({0, 0, "held"});
   ASSERT_TRUE(r.AwaitServed(1));
   stage.Post({0, 1, "queued"});
