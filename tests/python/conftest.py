@@ -16,6 +16,15 @@ EXAMPLE = str(REPO / "examples" / "torch" / "train_digits.py")
 TF_EXAMPLES = {loop: str(REPO / "examples" / "tensorflow" / f"train_digits_{loop}.py") for loop in ("keras", "tape")}
 
 
+# How far below BSP a run whose updates depend on timing (ssp: which pushes a pull already holds) may
+# end on the digits model's 359 held-out digits. BSP itself, bit-reproducible, ends anywhere in
+# 0.9749-0.9889 as only its starting weights change (init seeds 1-5, measured); seven ssp runs (k = 2)
+# from one start ended in 0.9777-0.9916 against BSP's 0.9861. The issue's 0.5 points (under two
+# digits) holds for runs that are reproducible (osp with a fixed period, compression without the
+# tuner); for ssp it would fail about one run in four on timing alone.
+TIMING_DEPENDENT_ACCURACY_MARGIN = 0.015
+
+
 def clean_env(**extra):
     """This process's environment without Syncline/BytePS settings, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SYNCLINE_", "DMLC_", "BYTEPS_", "PS_"))}

@@ -41,10 +41,12 @@ def test_workers_with_different_staleness_fail_fast_naming_the_setting():
 
 
 def test_two_workers_train_the_digits_model_to_bsp_accuracy():
-    """SSP (k = 2) reaches the accuracy BSP reaches in the same run, within 0.5 points."""
+    """SSP (k = 2) reaches the accuracy BSP reaches in the same run, within the spread BSP itself shows
+    over starting weights: which updates a pull already holds depends on timing, so ssp's accuracy
+    varies from run to run (conftest.TIMING_DEPENDENT_ACCURACY_MARGIN)."""
     accuracy = {}
     for mode in ("bsp", "ssp"):
         code, out = run_job(2, [EXAMPLE], env={"SYNCLINE_SYNC_MODE": mode})
         assert code == 0, out
         accuracy[mode] = final_accuracy(worker_lines(out, 0))
-    assert accuracy["ssp"] >= accuracy["bsp"] - 0.005, accuracy
+    assert accuracy["ssp"] >= accuracy["bsp"] - conftest.TIMING_DEPENDENT_ACCURACY_MARGIN, accuracy

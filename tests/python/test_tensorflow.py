@@ -62,18 +62,20 @@ def test_two_workers_train_the_digits_model(tmp_path, loop):
     for name in weights[0].files:
         assert np.array_equal(weights[0][name], weights[1][name]), f"weight {name} differs between the workers"
     if loop == "keras":
-        # OSP and SSP (the Keras optimizer's apply) reach BSP's accuracy within 0.5 points, and the
-        # models every worker holds after average_models() are the same.
+        # OSP and SSP (the Keras optimizer's apply) reach BSP's accuracy, within 0.5 points for osp
+        # (reproducible) and within BSP's own spread for ssp (timing-dependent), and the models every
+        # worker holds after average_models() are the same.
         bsp = conftest.final_accuracy(worker_lines(out, 0))
         # (ssp's running totals are summed in arrival order, which deterministic mode refuses)
-        for mode, setting in (("osp", {"SYNCLINE_OSP_PERIOD": 2, "SYNCLINE_DETERMINISTIC": 1}),
-                              ("ssp", {"SYNCLINE_SSP_STALENESS": 2})):
+        for mode, setting, margin in (
+                ("osp", {"SYNCLINE_OSP_PERIOD": 2, "SYNCLINE_DETERMINISTIC": 1}, 0.005),
+                ("ssp", {"SYNCLINE_SSP_STALENESS": 2}, conftest.TIMING_DEPENDENT_ACCURACY_MARGIN)):
             for r in range(2):
                 pathlib.Path(save.format(rank=r)).unlink(missing_ok=True)  # written again, or the check fails
             code, mode_out = run_job(2, [example, "--save", save], env={"SYNCLINE_SYNC_MODE": mode, **setting})
             assert code == 0, mode_out
             accuracy = conftest.final_accuracy(worker_lines(mode_out, 0))
-            assert accuracy >= bsp - 0.005, (mode, accuracy, bsp)
+            assert accuracy >= bsp - margin, (mode, accuracy, bsp)
             weights = [np.load(save.format(rank=r)) for r in range(2)]
             for name in weights[0].files:
                 assert np.array_equal(weights[0][name], weights[1][name]), f"{mode}: weight {name} differs"
