@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compression/kernels.h"
+#include "compression/top_k.h"
 #include "summation/kernels.h"
 
 namespace syncline::compression {
@@ -54,80 +55,6 @@ uint32_t SpreadIndex(size_t j, uint64_t offset, size_t n, size_t k) {
   __extension__ typedef unsigned __int128 u128;  // GCC and Clang's; exact to 2^128
   const u128 position = (u128(j) << 53) + offset;  // (j + u) 2^53
   return static_cast<uint32_t>(position * n / (u128(k) << 53));
-}
-
-// |x|, with NaN as -1 so that selections order it last.
-float Magnitude(float x) {
-  const float m = std::fabs(x);
-  return m == m ? m : -1.0f;
-}
-
-// The k-th largest of `magnitudes` (k >= 1; no NaN among them).
-float KthLargest(std::vector<float> magnitudes, size_t k) {
-  std::nth_element(magnitudes.begin(), magnitudes.begin() + (k - 1), magnitudes.end(), std::greater<float>());
-  return magnitudes[k - 1];
-}
-
-// The k of `candidates` (ascending indices of values that are not NaN, at
-// least k of them) largest in magnitude, ascending, ties broken toward lower
-// indices: those above the k-th largest magnitude, then the first ones equal
-// to it.
-std::vector<uint32_t> LargestAmong(const float* values, const std::vector<uint32_t>& candidates, size_t k) {
-  std::vector<float> magnitudes(candidates.size());
-  for (size_t j = 0; j < candidates.size(); ++j) magnitudes[j] = std::fabs(values[candidates[j]]);
-  const float threshold = KthLargest(magnitudes, k);
-  size_t above = 0;
-  for (float m : magnitudes) above += m > threshold;
-  size_t ties_left = k - above;
-  std::vector<uint32_t> indices;
-  indices.reserve(k);
-  for (size_t j = 0; j < candidates.size() && indices.size() < k; ++j) {
-    if (magnitudes[j] > threshold) {
-      indices.push_back(candidates[j]);
-    } else if (magnitudes[j] == threshold && ties_left > 0) {
-      indices.push_back(candidates[j]);
-      --ties_left;
-    }
-  }
-  return indices;
-}
-
-// topk's indices, ascending: the k values largest in magnitude (ties broken
-// toward lower indices; NaN is never sent while k values are not NaN). Where k
-// is a small part of n, from a sample first: a threshold about 2k values pass,
-// found among values evenly spread; one pass over n collects the indices
-// that pass it (with AVX2, a vector compare per 8 values), and the exact selection runs
-// among those. A sample that let fewer than k pass, or far more than 2k, falls
-// back to all n.
-std::vector<uint32_t> LargestIndices(const float* values, size_t n, size_t k) {
-  // The sample: 1 value in 32, from 1024 to 4096 of them (its selection is
-  // a fixed cost that small chunks feel). Its rank 2k S / n + 8 lets about 2k
-  // pass: fewer than k would take the sample's k S / n-th largest landing 8
-  // or more places too low, which 1024 values make rare.
-  const size_t sample_size = std::clamp<size_t>(n / 32, 1024, 4096);
-  if (n >= 16 * sample_size && 8 * k <= n) {
-    std::vector<float> sample(sample_size);
-    for (size_t s = 0; s < sample_size; ++s) sample[s] = Magnitude(values[s * (n / sample_size)]);
-    const size_t rank = std::min(sample_size, 2 * k * sample_size / n + 8);
-    const float loose = KthLargest(std::move(sample), rank);
-    std::vector<uint32_t> candidates(4 * k + 1024);
-    const size_t found = kernels::IndicesAtLeast(values, n, loose, candidates.data(), candidates.size());
-    if (found >= k && found <= candidates.size()) {
-      candidates.resize(found);
-      return LargestAmong(values, candidates, k);
-    }
-  }
-  std::vector<uint32_t> candidates(n);  // every value that is not NaN
-  candidates.resize(kernels::IndicesAtLeast(values, n, -INFINITY, candidates.data(), n));
-  if (candidates.size() >= k) return LargestAmong(values, candidates, k);
-  // Fewer than k values are not NaN: send them all, and fill with the first
-  // indices not taken, still ascending.
-  std::vector<bool> taken(n, false);
-  for (uint32_t i : candidates) taken[i] = true;
-  for (size_t i = 0; i < n && candidates.size() < k; ++i)
-    if (!taken[i]) candidates.push_back(static_cast<uint32_t>(i));
-  std::sort(candidates.begin(), candidates.end());
-  return candidates;
 }
 
 template <typename T>
