@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT / "bench" / "cluster"))
 from benchenv import parse_variants  # noqa: E402
 
 import curves  # noqa: E402
-from platforms import PSLAUNCH, Cluster, Loopback, log  # noqa: E402
+from platforms import PSLAUNCH, SYNCLINE_ENV, Cluster, Loopback, log  # noqa: E402
 
 
 class Torch:
@@ -222,6 +222,11 @@ def main(argv=None):
         Path(a.logs).mkdir(parents=True, exist_ok=True)
     if not os.access(PSLAUNCH, os.X_OK):
         sys.exit(f"{PSLAUNCH} is missing: run this with the shims' Python (.venv/bin/python, made by scripts/build)")
+    # The tuner is off here unless --env turns it on (platforms.SYNCLINE_ENV): say which, so that a
+    # table of "nothing set" is not measured with it off by mistake.
+    tuner_on = a.env.get("SYNCLINE_AUTOTUNE", SYNCLINE_ENV["SYNCLINE_AUTOTUNE"]) not in ("0", "false", "off")
+    log("Syncline's online tuner (the base configuration; a --variant may set its own): " +
+        ("on" if tuner_on else "off (--env SYNCLINE_AUTOTUNE=1 turns it on, as shipped)"))
     with (Cluster(a) if cluster else Loopback(a)) as platform:
         bench(platform, a)
     return 0
