@@ -46,8 +46,12 @@ float ToOnebitFeedback(const float* values, float* residual, size_t n, uint8_t* 
 // top-k's candidates: the indices i, ascending, with |values[i]| >= threshold
 // (never a NaN), written to out while `capacity` lasts; returns how many there
 // are (more than capacity: out holds the first `capacity`). out[found,
-// capacity) may be overwritten. With AVX2, one vector compare per 8 values.
-size_t IndicesAtLeast(const float* values, size_t n, float threshold, uint32_t* out, size_t capacity);
+// capacity) may be overwritten. With AVX-512, one vector compare per 16
+// values; with AVX2, per 8. `loop` names one for tests that compare them (a
+// CPU without it runs the best one below it); kBest is the fastest it has.
+enum class CandidateLoop { kPortable, kAvx2, kAvx512, kBest };
+size_t IndicesAtLeast(const float* values, size_t n, float threshold, uint32_t* out, size_t capacity,
+                      CandidateLoop loop = CandidateLoop::kBest);
 
 // Sparse: out[indices[j]] += factor * values[j].
 void AddSparse(const uint32_t* indices, const float* values, size_t k, float factor, float* out);

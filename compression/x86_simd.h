@@ -1,5 +1,5 @@
-// The compression kernels' hand-written x86 paths (F16C casts, AVX2 top-k
-// candidates): where they compile (SYNCLINE_X86_SIMD), and whether this CPU
+// The compression kernels' hand-written x86 paths (F16C casts, AVX2 and
+// AVX-512 top-k candidates): where they compile (SYNCLINE_X86_SIMD), and whether this CPU
 // runs them. Each gives the same bits as the portable loop beside it. With
 // SYNCLINE_NO_RUNTIME_DISPATCH the compile flags decide, which is how the
 // sanitizer builds test the portable loops.
@@ -22,6 +22,20 @@ inline bool HasAvx2() {
 #else
   static const bool has =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("popcnt");
+  return has;
+#endif
+}
+
+// AVX-512 Foundation with POPCNT (top-k's candidate pass).
+inline bool HasAvx512() {
+#ifdef SYNCLINE_NO_RUNTIME_DISPATCH
+#if defined(__AVX512F__) && defined(__POPCNT__)
+  return true;
+#else
+  return false;
+#endif
+#else
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("popcnt");
   return has;
 #endif
 }
