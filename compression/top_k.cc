@@ -82,7 +82,7 @@ uint32_t KthLargestKey(uint32_t* keys, size_t size, size_t k) {
 
 // Where k is a small part of n, from a sample first: a threshold about 2k
 // values pass, found among values evenly spread; one pass over n collects
-// the indices that pass it (with AVX2, a vector compare per 8 values), and
+// the indices that pass it (a vector compare per 16 or 8 values), and
 // the exact selection runs among those. A sample that let fewer than k pass,
 // or far more than 2k, falls back to all n.
 std::vector<uint32_t> LargestIndices(const float* values, size_t n, size_t k) {
