@@ -155,24 +155,33 @@ Result<std::byte*> StartChunk(const Spec& spec, size_t n, std::byte* out) {
   return out + kHeaderBytes;
 }
 
-// A sparse form's body: the indices it sends go to `sent_indices` (topk
-// writes them into the body too; randomk's follow from the seed).
-void EncodeSparse(const Spec& spec, const float* values, size_t n, uint64_t seed, std::byte* body,
-                  std::vector<uint32_t>* sent_indices) {
-  const size_t k = SentValues(spec, n);
+// A sparse form's body, of values or, with a residual, of residual + values
+// (stored into residual: error feedback's add, fused into topk's pass over
+// the chunk); returns the k indices it sends: topk writes them into the body,
+// randomk's follow from the seed and are computed in `spread`.
+const uint32_t* EncodeSparse(const Spec& spec, const float* values, float* residual, size_t n, uint64_t seed,
+                             std::byte* body, std::vector<uint32_t>* spread) {
+  const size_t k = SentValues(spec, n);  // 0 only where n is
+  const uint32_t* indices;
   if (spec.kind == Kind::kTopK) {
-    *sent_indices = k == 0 ? std::vector<uint32_t>() : LargestIndices(values, n, k);
-    if (k > 0) std::memcpy(body, sent_indices->data(), 4 * k);  // data() of an empty vector may be null
+    uint32_t* sent_indices = reinterpret_cast<uint32_t*>(body);
+    if (k > 0 && residual != nullptr) LargestIndicesOfSum(values, residual, n, k, sent_indices);
+    if (k > 0 && residual == nullptr) LargestIndices(values, n, k, sent_indices);
+    indices = sent_indices;
     body += 4 * k;
   } else {
+    if (residual != nullptr) summation_kernels::SumInto(DType::kFloat32, residual, values, n);
     Write<uint64_t>(body, seed);
     body += 8;
     const uint64_t u = OffsetFromSeed(seed);
-    sent_indices->resize(k);
-    for (size_t j = 0; j < k; ++j) (*sent_indices)[j] = SpreadIndex(j, u, n, k);
+    spread->resize(k);
+    for (size_t j = 0; j < k; ++j) (*spread)[j] = SpreadIndex(j, u, n, k);
+    indices = spread->data();
   }
+  const float* encoded = residual != nullptr ? residual : values;
   float* sent = reinterpret_cast<float*>(body);
-  for (size_t j = 0; j < k; ++j) sent[j] = values[(*sent_indices)[j]];
+  for (size_t j = 0; j < k; ++j) sent[j] = encoded[indices[j]];
+  return indices;
 }
 
 }  // namespace
@@ -191,8 +200,8 @@ Status Compress(const Spec& spec, const float* values, size_t n, uint64_t seed, 
     case Kind::kOnebit: Write<float>(body, kernels::ToOnebit(values, n, reinterpret_cast<uint8_t*>(body + 4))); break;
     case Kind::kTopK:
     case Kind::kRandomK: {
-      std::vector<uint32_t> indices;
-      EncodeSparse(spec, values, n, seed, body, &indices);
+      std::vector<uint32_t> spread;
+      EncodeSparse(spec, values, nullptr, n, seed, body, &spread);
       break;
     }
     case Kind::kNone: break;
@@ -217,10 +226,9 @@ Status CompressWithResidual(const Spec& spec, const float* values, float* residu
       break;
     case Kind::kTopK:
     case Kind::kRandomK: {
-      summation_kernels::SumInto(DType::kFloat32, residual, values, n);
-      std::vector<uint32_t> indices;
-      EncodeSparse(spec, residual, n, seed, body, &indices);
-      for (uint32_t i : indices) residual[i] = 0.0f;  // sent whole: c - c
+      std::vector<uint32_t> spread;
+      const uint32_t* sent = EncodeSparse(spec, values, residual, n, seed, body, &spread);
+      for (size_t j = 0, k = SentValues(spec, n); j < k; ++j) residual[sent[j]] = 0.0f;  // sent whole: c - c
       break;
     }
     case Kind::kNone: break;

@@ -53,6 +53,24 @@ enum class CandidateLoop { kPortable, kAvx2, kAvx512, kBest };
 size_t IndicesAtLeast(const float* values, size_t n, float threshold, uint32_t* out, size_t capacity,
                       CandidateLoop loop = CandidateLoop::kBest);
 
+// The same pass with error feedback's add fused in: residual[i] +=
+// values[i] (the bits of a plain add), then the candidates among the sums.
+size_t AddAndIndicesAtLeast(const float* values, float* residual, size_t n, float threshold, uint32_t* out,
+                            size_t capacity, CandidateLoop loop = CandidateLoop::kBest);
+
+// top-k's selection rounds: items[i] for each i with first <= keys[i] <=
+// last, in order, to out; returns how many. out has room for `size` entries
+// (a vector store may write past the last one kept) and may be items or keys
+// itself. The same loops as IndicesAtLeast (`loop`).
+size_t KeepWhereKeyIn(const uint32_t* keys, const uint32_t* items, size_t size, uint32_t first, uint32_t last,
+                      uint32_t* out, CandidateLoop loop = CandidateLoop::kBest);
+
+// The smallest and largest of keys[0, size), size >= 1.
+struct KeyRange {
+  uint32_t lo, hi;
+};
+KeyRange RangeOfKeys(const uint32_t* keys, size_t size, CandidateLoop loop = CandidateLoop::kBest);
+
 // Sparse: out[indices[j]] += factor * values[j].
 void AddSparse(const uint32_t* indices, const float* values, size_t k, float factor, float* out);
 

@@ -8,7 +8,6 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 namespace syncline::compression {
 
@@ -20,15 +19,21 @@ inline uint32_t MagnitudeKey(float x) {
   return bits > 0x7f800000u ? 0 : bits;  // above infinity's bits: a NaN
 }
 
-// The k-th largest of keys[0, size) (1 <= k <= size), reordering them. A radix
-// selection: each round counts the keys into 256 buckets spanning their range
-// and keeps the one bucket that holds the k-th, so the work is a few passes
-// over ever fewer keys, without a data-dependent branch per key.
-uint32_t KthLargestKey(uint32_t* keys, size_t size, size_t k);
+// The k-th largest of keys[0, size) (1 <= k <= size). A radix selection:
+// each round counts the keys into 256 buckets spanning their range and keeps
+// the one bucket that holds the k-th, so the work is a few passes over ever
+// fewer keys, without a data-dependent branch per key. The keys kept go to
+// scratch (room for `size`), which may be keys itself.
+uint32_t KthLargestKey(const uint32_t* keys, size_t size, size_t k, uint32_t* scratch);
 
-// topk's indices, ascending: the k values (1 <= k <= n) largest in magnitude,
-// ties broken toward lower indices; NaN is sent only when fewer than k values
-// are not NaN, and then the first NaNs.
-std::vector<uint32_t> LargestIndices(const float* values, size_t n, size_t k);
+// topk's indices, ascending, to out[0, k): the k values (1 <= k <= n)
+// largest in magnitude, ties broken toward lower indices; NaN is sent only
+// when fewer than k values are not NaN, and then the first NaNs.
+void LargestIndices(const float* values, size_t n, size_t k, uint32_t* out);
+
+// The same with error feedback's add fused into the pass over the chunk:
+// residual[i] += values[i] for every i (the bits of a plain add), then
+// LargestIndices of the sums.
+void LargestIndicesOfSum(const float* values, float* residual, size_t n, size_t k, uint32_t* out);
 
 }  // namespace syncline::compression

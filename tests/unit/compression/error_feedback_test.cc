@@ -107,7 +107,7 @@ TEST_P(ErrorFeedbackTest, TheFusedPassEqualsTheStepsWithInfinitiesAndTinyBlocks)
 }
 
 INSTANTIATE_TEST_SUITE_P(LossyForms, ErrorFeedbackTest,
-                         ::testing::Values("fp16", "bf16", "int8", "onebit", "topk:0.05", "randomk:0.05"));
+                         ::testing::Values("fp16", "bf16", "int8", "onebit", "topk:0.05", "topk:0.01", "randomk:0.05"));
 
 TEST(ErrorFeedbackTest, AnotherSizeOrNoFormIsRefusedAndChangesNothing) {
   ErrorFeedback feedback(*ParseSpec("int8"));

@@ -24,8 +24,11 @@ void ExpectEverySelectionRight(const std::vector<uint32_t>& keys, const char* wh
   const size_t size = keys.size();
   for (size_t k : {size_t{1}, size_t{2}, size / 100 + 1, size / 3 + 1, size / 2 + 1, size - 1, size}) {
     if (k == 0 || k > size) continue;
-    std::vector<uint32_t> scratch = keys;
-    EXPECT_EQ(KthLargestKey(scratch.data(), size, k), KthLargestBySort(keys, k)) << what << ", " << size << " keys, k " << k;
+    std::vector<uint32_t> in_place = keys, scratch(size);
+    EXPECT_EQ(KthLargestKey(in_place.data(), size, k, in_place.data()), KthLargestBySort(keys, k))
+        << what << ", " << size << " keys, k " << k << ", in place";
+    EXPECT_EQ(KthLargestKey(keys.data(), size, k, scratch.data()), KthLargestBySort(keys, k))
+        << what << ", " << size << " keys, k " << k << ", into scratch";
   }
 }
 
