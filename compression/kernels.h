@@ -58,6 +58,11 @@ size_t IndicesAtLeast(const float* values, size_t n, float threshold, uint32_t* 
 size_t AddAndIndicesAtLeast(const float* values, float* residual, size_t n, float threshold, uint32_t* out,
                             size_t capacity, CandidateLoop loop = CandidateLoop::kBest);
 
+// keys[j] = values[indices[j]]'s bits with the sign cleared, for count
+// indices (top-k's candidates' magnitude keys; with AVX2, a gather per 8).
+void MagnitudeBitsAt(const float* values, const uint32_t* indices, size_t count, uint32_t* keys,
+                     CandidateLoop loop = CandidateLoop::kBest);
+
 // top-k's selection rounds: items[i] for each i with first <= keys[i] <=
 // last, in order, to out; returns how many. out has room for `size` entries
 // (a vector store may write past the last one kept) and may be items or keys

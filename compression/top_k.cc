@@ -25,7 +25,7 @@ void LargestAmong(const float* values, const uint32_t* candidates, size_t count,
   // Gathered here rather than packed beside the indices in the candidate
   // pass: a second compress and store there cost more than twice this. No
   // candidate is a NaN, so a key is the value's bits without the sign.
-  for (size_t j = 0; j < count; ++j) keys[j] = std::bit_cast<uint32_t>(values[candidates[j]]) & 0x7fffffffu;
+  kernels::MagnitudeBitsAt(values, candidates, count, keys);
   const uint32_t kth = KthLargestKey(keys, count, k, scratch);
   // Usually exactly k are at least the k-th (no tie left out): one packing pass.
   if (kernels::KeepWhereKeyIn(keys, candidates, count, kth, UINT32_MAX, scratch) == k) {

@@ -11,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -124,6 +125,25 @@ TEST(KeepWhereKeyInTest, MatchesAPlainLoopInPlaceOrNot) {
             << where;
         ASSERT_TRUE(std::equal(kept_keys.begin(), kept_keys.end(), in_place.begin())) << where;
       }
+    }
+  }
+}
+
+TEST(MagnitudeBitsAtTest, ClearsTheSignOfEachValueGathered) {
+  std::mt19937 gen(3);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(100);
+  for (float& x : v) x = dist(gen);
+  v[7] = -INFINITY, v[8] = -0.0f, v[9] = -std::numeric_limits<float>::denorm_min();
+  for (size_t count = 0; count <= 40; ++count) {
+    std::vector<uint32_t> indices(count);
+    for (size_t j = 0; j < count; ++j) indices[j] = static_cast<uint32_t>((j * 37 + 7) % v.size());
+    for (CandidateLoop loop : kEveryLoop) {
+      std::vector<uint32_t> keys(count + 1, 0xdeadbeef);
+      MagnitudeBitsAt(v.data(), indices.data(), count, keys.data(), loop);
+      for (size_t j = 0; j < count; ++j)
+        ASSERT_EQ(keys[j], std::bit_cast<uint32_t>(std::fabs(v[indices[j]]))) << "count " << count << ", " << j;
+      ASSERT_EQ(keys[count], 0xdeadbeefu) << "wrote past the count: " << count;
     }
   }
 }
