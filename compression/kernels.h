@@ -59,8 +59,9 @@ size_t AddAndIndicesAtLeast(const float* values, float* residual, size_t n, floa
                             size_t capacity, CandidateLoop loop = CandidateLoop::kBest);
 
 // keys[j] = values[indices[j]]'s bits with the sign cleared, for count
-// indices (top-k's candidates' magnitude keys; with AVX2, a gather per 8).
-void MagnitudeBitsAt(const float* values, const uint32_t* indices, size_t count, uint32_t* keys,
+// indices below n (top-k's candidates' magnitude keys; with AVX2, a gather
+// per 8 where n is below 2^31: a gather's indices are signed).
+void MagnitudeBitsAt(const float* values, size_t n, const uint32_t* indices, size_t count, uint32_t* keys,
                      CandidateLoop loop = CandidateLoop::kBest);
 
 // top-k's selection rounds: items[i] for each i with first <= keys[i] <=

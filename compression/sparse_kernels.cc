@@ -267,11 +267,15 @@ size_t AddAndIndicesAtLeast(const float* values, float* residual, size_t n, floa
   return Candidates<true>(values, residual, n, threshold, out, capacity, loop);
 }
 
-void MagnitudeBitsAt(const float* values, const uint32_t* indices, size_t count, uint32_t* keys, CandidateLoop loop) {
+void MagnitudeBitsAt(const float* values, size_t n, const uint32_t* indices, size_t count, uint32_t* keys,
+                     CandidateLoop loop) {
 #ifdef SYNCLINE_X86_SIMD
-  if (loop != CandidateLoop::kPortable && HasAvx2()) return MagnitudeBitsAtAvx2(values, indices, count, keys);
+  const bool signed_indices_reach = n <= (size_t{1} << 31);
+  if (loop != CandidateLoop::kPortable && HasAvx2() && signed_indices_reach)
+    return MagnitudeBitsAtAvx2(values, indices, count, keys);
 #else
   (void)loop;
+  (void)n;
 #endif
   MagnitudeBitsAtPortable(values, indices, count, keys);
 }

@@ -16,16 +16,16 @@ namespace {
 constexpr int kBucketBits = 8;  // 256 buckets a round: its counts stay in L1
 constexpr size_t kSmallSelection = 32;  // below this, nth_element beats a round
 
-// The k of `candidates` (count ascending indices of values that are not NaN,
-// at least k of them) largest in magnitude, ascending, ties broken toward
+// The k of `candidates` (count ascending indices of values[0, n) that are not
+// NaN, at least k of them) largest in magnitude, ascending, ties broken toward
 // lower indices, to out[0, k): those above the k-th largest magnitude, then
 // the first ones equal to it. keys and scratch have room for count.
-void LargestAmong(const float* values, const uint32_t* candidates, size_t count, size_t k, uint32_t* keys,
+void LargestAmong(const float* values, size_t n, const uint32_t* candidates, size_t count, size_t k, uint32_t* keys,
                   uint32_t* scratch, uint32_t* out) {
   // Gathered here rather than packed beside the indices in the candidate
   // pass: a second compress and store there cost more than twice this. No
   // candidate is a NaN, so a key is the value's bits without the sign.
-  kernels::MagnitudeBitsAt(values, candidates, count, keys);
+  kernels::MagnitudeBitsAt(values, n, candidates, count, keys);
   const uint32_t kth = KthLargestKey(keys, count, k, scratch);
   // Usually exactly k are at least the k-th (no tie left out): one packing pass.
   if (kernels::KeepWhereKeyIn(keys, candidates, count, kth, UINT32_MAX, scratch) == k) {
@@ -120,7 +120,7 @@ void SelectLargest(const float* values, float* residual, size_t n, size_t k, uin
     const size_t found = residual != nullptr
                              ? kernels::AddAndIndicesAtLeast(values, residual, n, loose, candidates, capacity)
                              : kernels::IndicesAtLeast(values, n, loose, candidates, capacity);
-    if (found >= k && found <= capacity) return LargestAmong(selected, candidates, found, k, keys, selection, out);
+    if (found >= k && found <= capacity) return LargestAmong(selected, n, candidates, found, k, keys, selection, out);
   } else if (residual != nullptr) {
     for (size_t i = 0; i < n; ++i) residual[i] = residual[i] + values[i];
   }
@@ -128,7 +128,7 @@ void SelectLargest(const float* values, float* residual, size_t n, size_t k, uin
   uint32_t* candidates = scratch.get();
   uint32_t* keys = candidates + n;
   const size_t found = kernels::IndicesAtLeast(selected, n, -INFINITY, candidates, n);
-  if (found >= k) return LargestAmong(selected, candidates, found, k, keys, keys + n, out);
+  if (found >= k) return LargestAmong(selected, n, candidates, found, k, keys, keys + n, out);
   // Fewer than k values are not NaN: send them all, and fill with the first
   // indices not taken (NaNs), still ascending.
   std::vector<bool> taken(n, false);

@@ -106,6 +106,15 @@ TEST_P(ErrorFeedbackTest, TheFusedPassEqualsTheStepsWithInfinitiesAndTinyBlocks)
   ExpectFusedEqualsSteps(*ParseSpec(GetParam()), values, start);
 }
 
+TEST_P(ErrorFeedbackTest, TheFusedPassEqualsTheStepsWhereTopkSampleLetsTooManyThrough) {
+  // Mostly zeros, values and residuals alike: top-k's sampled threshold is 0,
+  // every value passes it, and the selection falls back to the whole chunk
+  // after the pass has already added the residual.
+  std::vector<float> values(70000, 0.0f), start(70000, 0.0f);
+  for (size_t i = 0; i < values.size(); i += 97) values[i] = float(i % 5) - 2.0f, start[i + 1] = 0.5f;
+  ExpectFusedEqualsSteps(*ParseSpec(GetParam()), values, start);
+}
+
 INSTANTIATE_TEST_SUITE_P(LossyForms, ErrorFeedbackTest,
                          ::testing::Values("fp16", "bf16", "int8", "onebit", "topk:0.05", "topk:0.01", "randomk:0.05"));
 

@@ -139,11 +139,14 @@ TEST(MagnitudeBitsAtTest, ClearsTheSignOfEachValueGathered) {
     std::vector<uint32_t> indices(count);
     for (size_t j = 0; j < count; ++j) indices[j] = static_cast<uint32_t>((j * 37 + 7) % v.size());
     for (CandidateLoop loop : kEveryLoop) {
-      std::vector<uint32_t> keys(count + 1, 0xdeadbeef);
-      MagnitudeBitsAt(v.data(), indices.data(), count, keys.data(), loop);
-      for (size_t j = 0; j < count; ++j)
-        ASSERT_EQ(keys[j], std::bit_cast<uint32_t>(std::fabs(v[indices[j]]))) << "count " << count << ", " << j;
-      ASSERT_EQ(keys[count], 0xdeadbeefu) << "wrote past the count: " << count;
+      // n past 2^31 (a chunk a gather's signed indices could not reach) takes the plain loop.
+      for (size_t n : {v.size(), (size_t{1} << 31) + 1}) {
+        std::vector<uint32_t> keys(count + 1, 0xdeadbeef);
+        MagnitudeBitsAt(v.data(), n, indices.data(), count, keys.data(), loop);
+        for (size_t j = 0; j < count; ++j)
+          ASSERT_EQ(keys[j], std::bit_cast<uint32_t>(std::fabs(v[indices[j]]))) << "count " << count << ", " << j;
+        ASSERT_EQ(keys[count], 0xdeadbeefu) << "wrote past the count: " << count;
+      }
     }
   }
 }
