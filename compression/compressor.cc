@@ -165,8 +165,10 @@ const uint32_t* EncodeSparse(const Spec& spec, const float* values, float* resid
   const uint32_t* indices;
   if (spec.kind == Kind::kTopK) {
     uint32_t* sent_indices = reinterpret_cast<uint32_t*>(body);
-    if (k > 0 && residual != nullptr) LargestIndicesOfSum(values, residual, n, k, sent_indices);
-    if (k > 0 && residual == nullptr) LargestIndices(values, n, k, sent_indices);
+    if (k > 0) {
+      if (residual != nullptr) LargestIndicesOfSum(values, residual, n, k, sent_indices);
+      else LargestIndices(values, n, k, sent_indices);
+    }
     indices = sent_indices;
     body += 4 * k;
   } else {

@@ -176,7 +176,7 @@ void MagnitudeBitsAtAvx2(const float* values, const uint32_t* indices, size_t co
 
 // first <= key <= last as two unsigned compares (a maximum and a minimum
 // that leave the key as it is), per 8 keys; the items in range packed as in
-// IndicesAtLeastAvx2. A store at kept <= i writes no item not yet read.
+// CandidatesAvx2. A store at kept <= i writes no item not yet read.
 [[maybe_unused]] __attribute__((target("avx2,popcnt")))
 size_t KeepWhereKeyInAvx2(const uint32_t* keys, const uint32_t* items, size_t size, uint32_t first, uint32_t last,
                           uint32_t* out) {

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "compression/kernels.h"
+#include "summation/kernels.h"
 
 namespace syncline::compression {
+namespace summation_kernels = ::syncline::kernels;
 namespace {
 
 constexpr int kBucketBits = 8;  // 256 buckets a round: its counts stay in L1
@@ -122,7 +124,7 @@ void SelectLargest(const float* values, float* residual, size_t n, size_t k, uin
                              : kernels::IndicesAtLeast(values, n, loose, candidates, capacity);
     if (found >= k && found <= capacity) return LargestAmong(selected, n, candidates, found, k, keys, selection, out);
   } else if (residual != nullptr) {
-    for (size_t i = 0; i < n; ++i) residual[i] = residual[i] + values[i];
+    summation_kernels::SumInto(DType::kFloat32, residual, values, n);
   }
   auto scratch = std::make_unique_for_overwrite<uint32_t[]>(3 * n);  // every value that is not NaN
   uint32_t* candidates = scratch.get();
