@@ -137,6 +137,15 @@ size_t UnpaddedBytes(const Spec& spec, size_t n) {
 
 size_t CompressedBytes(const Spec& spec, size_t n) { return DivideUp(UnpaddedBytes(spec, n), 4) * 4; }
 
+uint64_t ChunkBytesForWireBytes(const Spec& spec, uint64_t wire_bytes, uint64_t largest) {
+  if (spec.kind == Kind::kNone || wire_bytes < 4 || largest <= wire_bytes) return wire_bytes;
+  const uint64_t n = wire_bytes / 4;
+  const double shrink = 4.0 * static_cast<double>(n) / static_cast<double>(CompressedBytes(spec, n));
+  const auto scaled =
+      static_cast<uint64_t>(std::min(static_cast<double>(largest), static_cast<double>(wire_bytes) * shrink));
+  return std::clamp<uint64_t>(scaled / 4096 * 4096, wire_bytes, largest);
+}
+
 namespace {
 
 // Compress's refusals; then writes the header. The body follows it.

@@ -63,6 +63,13 @@ size_t SentValues(const Spec& spec, size_t n);
 // Bytes of the compressed form of n values, header and padding included.
 size_t CompressedBytes(const Spec& spec, size_t n);
 
+// The fp32 bytes of a chunk whose compressed form takes about `wire_bytes`
+// (no more; whole 4 KiB), from wire_bytes up to `largest`: a compressed
+// tensor's chunks are a partition on the wire, so that what a chunk costs
+// per message and per round buys as many bytes as an uncompressed chunk
+// (docs/decisions.md, Compression). wire_bytes itself for kNone.
+uint64_t ChunkBytesForWireBytes(const Spec& spec, uint64_t wire_bytes, uint64_t largest);
+
 // Chunks are 4-byte aligned (as the pool's buffers are); a receiver aligns a
 // payload that arrived unaligned before decoding it.
 //

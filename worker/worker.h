@@ -176,8 +176,8 @@ class Worker {
     std::string name;
     DType dtype;
     uint64_t num_elements = 0;
-    uint64_t partition = 0;                      // the one push_pull uses now
-    std::map<uint64_t, Placement> by_partition;  // every one used so far
+    uint64_t partition = 0;                      // its chunks' bytes push_pull uses now (ChunkBytes)
+    std::map<uint64_t, Placement> by_partition;  // every one used so far, by chunk bytes
     compression::Spec compression;               // kNone: uncompressed
     std::shared_ptr<Residual> residual;          // compressed: what its pushes have not carried yet
     std::shared_ptr<StagingBuffers> staging;     // pushed from a device: its pinned host buffers
@@ -185,6 +185,9 @@ class Worker {
   // The compression a declaration of `name` ends up with (see Declare).
   Result<compression::Spec> ChooseCompression(const std::string& name, DType dtype, uint64_t num_elements,
                                               const DeclareOptions& options) const;
+  // The bytes of a tensor's chunks for `partition_bytes` (more for a
+  // compressed tensor: its chunks take partition_bytes on the wire).
+  uint64_t ChunkBytes(const compression::Spec& form, uint64_t partition_bytes) const;
   // Records the scheduler's placement of a tensor under one partition size.
   void SetPlacement(Tensor& t, uint64_t partition, const proto::DeclareReply& reply) REQUIRES(mu_);
   Worker(const Settings& settings, std::unique_ptr<Endpoint> endpoint, const std::string& scheduler_address,

@@ -9,6 +9,15 @@
 
 namespace syncline {
 
+// A partition counts the bytes a chunk puts on the wire (as the credit does):
+// a compressed tensor's chunks hold that many bytes once compressed, but at
+// most 4 partitions of values (top-k was slower beyond; docs/decisions.md).
+uint64_t Worker::ChunkBytes(const compression::Spec& form, uint64_t partition_bytes) const {
+  constexpr uint64_t kMostPartitionsPerChunk = 4;
+  const uint64_t largest = std::min(settings_.LargestChunkBytes(), kMostPartitionsPerChunk * partition_bytes);
+  return compression::ChunkBytesForWireBytes(form, partition_bytes, largest);
+}
+
 Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t num_elements,
                                  const DeclareOptions& options) {
   if (name.empty()) return InvalidArgument("a tensor needs a name");
@@ -27,7 +36,8 @@ Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t 
   spec.set_name(name);
   spec.set_dtype(DTypeToWire(dtype));
   spec.set_num_elements(num_elements);
-  spec.set_partition_bytes(settings_.partition_bytes);
+  const uint64_t chunk_bytes = ChunkBytes(form, settings_.partition_bytes);
+  spec.set_partition_bytes(chunk_bytes);
   if (form.kind != compression::Kind::kNone) spec.set_compression(form.Name());
   SYNCLINE_ASSIGN_OR_RETURN(proto::DeclareReply reply, client_.Declare(spec, DefaultDeadline()));
   MutexLock lock(mu_);
@@ -37,7 +47,7 @@ Result<TensorId> Worker::Declare(const std::string& name, DType dtype, uint64_t 
   t.dtype = dtype;
   t.num_elements = num_elements;
   t.compression = form;
-  t.partition = settings_.partition_bytes;
+  t.partition = chunk_bytes;
   SetPlacement(t, t.partition, reply);
   by_name_[name] = reply.tensor_id();
   return reply.tensor_id();
@@ -50,28 +60,32 @@ Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
                            std::to_string(settings_.LargestChunkBytes()) +
                            " bytes; servers refuse larger frames): raise SYNCLINE_PARTITION_BYTES on every node");
   proto::TensorSpec spec;
+  uint64_t chunk_bytes;
   {
     MutexLock lock(mu_);
     if (id >= tensors_.size() || tensors_[id].name.empty())
       return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
     Tensor& t = tensors_[id];
-    if (t.by_partition.count(partition_bytes)) {
-      t.partition = partition_bytes;
+    chunk_bytes = ChunkBytes(t.compression, partition_bytes);
+    // A compressed tensor's chunks may be the same for several partitions
+    // (onebit's reach the largest chunk from the smallest partition).
+    if (t.by_partition.count(chunk_bytes)) {
+      t.partition = chunk_bytes;
       return Status::Ok();
     }
     // Another tensor for the scheduler, with keys of its own; the name says
     // which (a mismatch across workers then names both).
-    spec.set_name(t.name + " @" + std::to_string(partition_bytes) + "B");
+    spec.set_name(t.name + " @" + std::to_string(chunk_bytes) + "B");
     spec.set_dtype(DTypeToWire(t.dtype));
     spec.set_num_elements(t.num_elements);
-    spec.set_partition_bytes(partition_bytes);
+    spec.set_partition_bytes(chunk_bytes);
     if (t.compression.kind != compression::Kind::kNone) spec.set_compression(t.compression.Name());
   }
   SYNCLINE_ASSIGN_OR_RETURN(proto::DeclareReply reply, client_.Declare(spec, DefaultDeadline()));
   MutexLock lock(mu_);
   Tensor& t = tensors_[id];
-  SetPlacement(t, partition_bytes, reply);
-  t.partition = partition_bytes;
+  SetPlacement(t, chunk_bytes, reply);
+  t.partition = chunk_bytes;
   return Status::Ok();
 }
 

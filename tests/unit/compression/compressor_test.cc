@@ -75,6 +75,32 @@ TEST(CompressTest, SizesAreAsDocumented) {
   EXPECT_EQ(SentValues(Parse("topk:0.001"), 0), 0u);
 }
 
+TEST(CompressTest, AChunkTakesAPartitionOnTheWireUpToTheLargestChunk) {
+  constexpr uint64_t kPartition = 256 << 10, kLargest = 4 << 20;
+  EXPECT_EQ(ChunkBytesForWireBytes(Parse("none"), kPartition, kLargest), kPartition);
+  for (const char* form : {"fp16", "bf16", "int8", "onebit", "topk:0.01", "randomk:0.01", "topk:0.4"}) {
+    const Spec spec = Parse(form);
+    const uint64_t chunk = ChunkBytesForWireBytes(spec, kPartition, kLargest);
+    EXPECT_EQ(chunk % 4096, 0u) << form;
+    EXPECT_GE(chunk, kPartition) << form;
+    EXPECT_LE(chunk, kLargest) << form;
+    const size_t wire = CompressedBytes(spec, chunk / 4);
+    // No more than a partition on the wire; less only where the largest chunk
+    // is reached, or by the rounding to 4 KiB.
+    EXPECT_LE(wire, kPartition) << form;
+    if (chunk < kLargest) {
+      EXPECT_GT(CompressedBytes(spec, chunk / 4 + 1024), kPartition) << form;
+    }
+  }
+  EXPECT_EQ(ChunkBytesForWireBytes(Parse("fp16"), kPartition, kLargest), 508u << 10);  // the header: not quite 2 x
+  EXPECT_EQ(ChunkBytesForWireBytes(Parse("int8"), kPartition, kLargest), 1008u << 10);
+  EXPECT_EQ(ChunkBytesForWireBytes(Parse("onebit"), kPartition, kLargest), kLargest);
+  // Partitions at or above the largest chunk, and those too small to grow by
+  // a whole 4 KiB, stay as they are.
+  EXPECT_EQ(ChunkBytesForWireBytes(Parse("int8"), kLargest, kLargest), kLargest);
+  EXPECT_EQ(ChunkBytesForWireBytes(Parse("fp16"), 1024, kLargest), 1024u);
+}
+
 TEST(CompressTest, PaddingIsZerosWhateverTheBufferHeld) {
   const std::vector<float> v(1001, 0.5f);
   for (const char* form : {"fp16", "onebit", "int8"}) {
