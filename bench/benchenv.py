@@ -31,3 +31,46 @@ def parse_variants(items, base=None):
         label, _, settings = item.partition(":")
         variants[label] = dict(base or {}, **dict(kv.split("=", 1) for kv in settings.split(",") if kv))
     return variants
+
+
+def stale_package(root, build_dir=None, installed=None):
+    """Why the syncline package this Python imports is not this checkout's (a Python file that
+    differs from python/syncline, or a native file from another build than `build_dir`,
+    default $SYNCLINE_BUILD_DIR or root/build), or None when it is: the drivers that run the
+    installed package measure what it holds, whatever the build beside them says. `installed`:
+    the package's directory, found by import machinery where not given."""
+    import filecmp
+    import importlib.util
+    from pathlib import Path
+
+    if installed is None:
+        spec = importlib.util.find_spec("syncline")
+        if spec is None or not spec.submodule_search_locations:
+            return "this Python has no syncline package"
+        installed = list(spec.submodule_search_locations)[0]
+    installed = Path(installed)
+    sources = Path(root) / "python" / "syncline"
+    if installed.resolve() == sources.resolve():
+        pairs = []
+    else:
+        pairs = [(s, installed / s.relative_to(sources)) for s in sorted(sources.rglob("*.py"))]
+    build = Path(build_dir or os.environ.get("SYNCLINE_BUILD_DIR") or Path(root) / "build")
+    native = Path(os.environ.get("SYNCLINE_NATIVE_DIR") or installed / "_native")
+    for name in ("lib/libsyncline.so", "bin/pslaunch", "bin/syncline-scheduler", "bin/syncline-server"):
+        if (build / name).exists():
+            pairs.append((build / name, native / name))
+    for source, copy in pairs:
+        if not copy.exists() or not filecmp.cmp(source, copy, shallow=False):
+            return f"{copy} is not {source}"
+    return None
+
+
+def require_current_package(root, build_dir=None):
+    """Ends this driver with the fix when stale_package finds the installed package stale."""
+    import sys
+
+    why = stale_package(root, build_dir)
+    if why:
+        sys.exit(f"the syncline package installed in {sys.prefix} is not this checkout's ({why}): "
+                 "run scripts/setup-python --package (SYNCLINE_BUILD_DIR names another build) "
+                 "so that what is measured is what is here")

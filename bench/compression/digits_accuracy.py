@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "torch" / "train_digits.py"
 sys.path.insert(0, str(ROOT / "bench"))
-from benchenv import clean_env  # noqa: E402
+from benchenv import clean_env, require_current_package  # noqa: E402
 
 SYNCLINE_FORMS = ["none", "bf16", "int8", "onebit", "topk:0.01"]
 DDP_HOOKS = ["none", "bf16", "powersgd"]
@@ -115,6 +115,7 @@ def main():
     a = p.parse_args()
     if a.ddp_worker:
         return ddp_worker(a.ddp_worker)
+    require_current_package(ROOT)
     results = {}
     for hook in DDP_HOOKS:
         results[ddp_name(hook)] = run_ddp(hook)

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "bench"))
-from benchenv import clean_env, json_lines  # noqa: E402
+from benchenv import clean_env, json_lines, require_current_package  # noqa: E402
 
 PSLAUNCH = str(Path(sys.executable).parent / "pslaunch")
 MIB = 1024 * 1024
@@ -64,6 +64,7 @@ def main():
                    help="also time the shims beside C++ calls in their own processes (one tensor per call)")
     p.add_argument("--build", default=str(ROOT / "build"))
     a = p.parse_args()
+    require_current_package(ROOT, a.build)
     if a.in_process and a.in_flight != 1:
         p.error("--in-process compares single-tensor calls: use --in-flight 1")
     apis = [x for x in a.apis.split(",") if x]

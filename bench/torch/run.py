@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "cluster"))
-from benchenv import parse_variants  # noqa: E402
+from benchenv import parse_variants, require_current_package  # noqa: E402
 
 import curves  # noqa: E402
 from platforms import PSLAUNCH, SYNCLINE_ENV, Cluster, Loopback, log  # noqa: E402
@@ -222,6 +222,7 @@ def main(argv=None):
         Path(a.logs).mkdir(parents=True, exist_ok=True)
     if not os.access(PSLAUNCH, os.X_OK):
         sys.exit(f"{PSLAUNCH} is missing: run this with the shims' Python (.venv/bin/python, made by scripts/build)")
+    require_current_package(ROOT)
     # The tuner is off here unless --env turns it on (platforms.SYNCLINE_ENV): say which, so that a
     # table of "nothing set" is not measured with it off by mistake.
     tuner_on = a.env.get("SYNCLINE_AUTOTUNE", SYNCLINE_ENV["SYNCLINE_AUTOTUNE"]) not in ("0", "false", "off")
