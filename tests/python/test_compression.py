@@ -24,6 +24,10 @@ def test_job_compression_applies_to_float32_push_pulls():
     run_checks("job_compression_applies_to_float32_push_pulls", env={"SYNCLINE_COMPRESSION": "onebit"})
 
 
+def test_every_form_trains_through_the_distributed_optimizer():
+    run_checks("every_form_trains", emulated_hosts=2)
+
+
 def test_job_compression_is_refused_in_ssp_mode_with_the_reason():
     code, out = run_job(1, [sys.executable, "-c", "import syncline.torch as bps; bps.init()"],
                         env={"SYNCLINE_COMPRESSION": "int8", "SYNCLINE_SYNC_MODE": "ssp"}, timeout=120)

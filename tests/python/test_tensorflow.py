@@ -26,6 +26,10 @@ def test_compressed_gradients_eager_and_in_tf_function():
     conftest.run_checks("tf_checks.py", "compressed_gradients", env={"SYNCLINE_MIN_COMPRESS_BYTES": "0"})
 
 
+def test_every_form_trains_eager_and_in_tf_function():
+    conftest.run_checks("tf_checks.py", "every_form_trains", env={"SYNCLINE_MIN_COMPRESS_BYTES": "0"}, emulated_hosts=2)
+
+
 def test_bad_calls_raise_clear_errors():
     run_checks("errors")
 
