@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Final accuracy on the digits task for each gradient compression, in one run: the digits example
-(examples/torch/train_digits.py: 2 workers, 15 epochs, global batch 64) through Syncline with each
+(examples/torch/train_digits.py: 2 workers, each on an emulated host of its own, 15 epochs, global
+batch 64) through Syncline with each
 form, and PyTorch DDP (gloo) trained the same way, from the same start, with its own communication
 hooks (fp32, bf16, PowerSGD of rank 4). Prints a table; --json writes {configuration: accuracy}
 with the configuration names of bench/torch/run.py (input of tradeoff_svg.py).
@@ -50,7 +51,10 @@ def accuracy_of(output):
 
 def run_syncline(form):
     pslaunch = str(Path(sys.executable).parent / "pslaunch")
-    out = subprocess.run([pslaunch, "--workers", str(WORKERS), "--servers", "1", "--", sys.executable, str(EXAMPLE),
+    # Each worker on a host of its own, as in the cluster runs: two on one host would sum locally
+    # and compress their sum once (one stream, not two), which is another experiment.
+    out = subprocess.run([pslaunch, "--workers", str(WORKERS), "--servers", "1", "--emulated-hosts", str(WORKERS),
+                          "--", sys.executable, str(EXAMPLE),
                           "--compression", form], env=clean_env({"SYNCLINE_MIN_COMPRESS_BYTES": "4096", "SYNCLINE_AUTOTUNE": "0"}),
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     return accuracy_of(out.stdout)
