@@ -36,7 +36,7 @@ def parse_variants(items, base=None):
 def stale_package(root, build_dir=None, installed=None):
     """Why the syncline package this Python imports is not this checkout's (a Python file that
     differs from python/syncline, or a native file from another build than `build_dir`,
-    default $SYNCLINE_BUILD_DIR or root/build), or None when it is: the drivers that run the
+    default $SYNCLINE_BUILD_DIR or root/build, relative to root), or None when it is: the drivers that run the
     installed package measure what it holds, whatever the build beside them says. `installed`:
     the package's directory, found by import machinery where not given."""
     import filecmp
@@ -54,11 +54,14 @@ def stale_package(root, build_dir=None, installed=None):
         pairs = []
     else:
         pairs = [(s, installed / s.relative_to(sources)) for s in sorted(sources.rglob("*.py"))]
-    build = Path(build_dir or os.environ.get("SYNCLINE_BUILD_DIR") or Path(root) / "build")
-    native = Path(os.environ.get("SYNCLINE_NATIVE_DIR") or installed / "_native")
-    for name in ("lib/libsyncline.so", "bin/pslaunch", "bin/syncline-scheduler", "bin/syncline-server"):
-        if (build / name).exists():
-            pairs.append((build / name, native / name))
+    build = Path(root) / (build_dir or os.environ.get("SYNCLINE_BUILD_DIR") or "build")
+    # The package's own copy: clean_env drops SYNCLINE_NATIVE_DIR from the jobs' environment.
+    native = installed / "_native"
+    names = [n for n in ("lib/libsyncline.so", "bin/pslaunch", "bin/syncline-scheduler", "bin/syncline-server")
+             if (build / n).exists()]
+    if not names:
+        return f"there is no build at {build} to compare its native files with (SYNCLINE_BUILD_DIR names one)"
+    pairs += [(build / n, native / n) for n in names]
     for source, copy in pairs:
         if not copy.exists() or not filecmp.cmp(source, copy, shallow=False):
             return f"{copy} is not {source}"

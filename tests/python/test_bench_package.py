@@ -34,9 +34,15 @@ def test_a_library_from_another_build_is_named(tmp_path, monkeypatch):
     (root / "build" / "lib" / "libsyncline.so").write_bytes(b"\x7fELF build 2")
     why = benchenv.stale_package(root, installed=installed)
     assert why is not None and "libsyncline.so" in why
-    # The library a job actually loads is SYNCLINE_NATIVE_DIR's where it is set.
+    # The jobs load the package's copy whatever SYNCLINE_NATIVE_DIR says here (clean_env drops it).
     monkeypatch.setenv("SYNCLINE_NATIVE_DIR", str(root / "build"))
-    assert benchenv.stale_package(root, installed=installed) is None
+    assert "libsyncline.so" in benchenv.stale_package(root, installed=installed)
+
+
+def test_no_build_to_compare_with_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("SYNCLINE_BUILD_DIR", raising=False)
+    root, installed = checkout_and_install(tmp_path)
+    assert "no build at" in benchenv.stale_package(root, build_dir="elsewhere", installed=installed)
 
 
 def test_a_changed_or_missing_python_file_is_named(tmp_path, monkeypatch):
