@@ -27,7 +27,8 @@ def test_compressed_gradients_eager_and_in_tf_function():
 
 
 def test_every_form_trains_eager_and_in_tf_function():
-    conftest.run_checks("tf_checks.py", "every_form_trains", env={"SYNCLINE_MIN_COMPRESS_BYTES": "0"}, emulated_hosts=2)
+    conftest.run_checks("tf_checks.py", "every_form_trains", env={"SYNCLINE_MIN_COMPRESS_BYTES": "0", "SYNCLINE_AUTOTUNE": "0"},
+                        emulated_hosts=2)
 
 
 def test_bad_calls_raise_clear_errors():

@@ -191,9 +191,9 @@ def compressed_gradients():
 
 def every_form_trains():
     """Each compressor trains the least-squares task of least_squares.py through
-    DistributedGradientTape(compression=...), eagerly and inside tf.function (the compiled op): the
-    loss falls below a twentieth of its start, and every worker ends with the same weights. The job
-    runs with SYNCLINE_MIN_COMPRESS_BYTES=0."""
+    DistributedGradientTape(compression=...), eagerly and inside tf.function (the compiled op): its
+    first step is not the exact one, the loss falls below a hundredth of its start, and every worker
+    ends with the same weights. The job runs with SYNCLINE_MIN_COMPRESS_BYTES=0."""
     for name in ls.FORMS:
         form = ls.compression(bps.Compression, name)
         for mode in ("eager", "traced"):
@@ -209,6 +209,8 @@ def every_form_trains():
             for i in range(ls.STEPS):
                 run(*(tf.constant(a) for a in ls.batch(bps.rank(), i)))
                 losses.append(ls.loss(w.numpy()))
+                if i == 0:
+                    ls.check_compressed(f"{name} ({mode})", w.numpy(), bps.size())
             rank0 = bps.broadcast(tf.constant(w.numpy()), root_rank=0, name=f"least_squares.{mode}.{name}.rank0")
             ls.check_trained(f"{name} ({mode})", losses, w.numpy(), rank0.numpy())
 
