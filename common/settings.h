@@ -111,8 +111,10 @@ struct Settings {
   // accepts it.
   std::string native_dir;
   // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
-  // chunks of at most this many bytes, each pushed/pulled independently and
-  // placed on a server. Smaller: more overlap and better balance, more
+  // chunks of at most this many bytes on the wire, each pushed/pulled
+  // independently and placed on a server (a compressed tensor's chunks hold
+  // the values whose compressed form fills it, up to 4 partitions of values:
+  // compression::ChunkBytesForWireBytes). Smaller: more overlap and better balance, more
   // per-message overhead. Default 256 KiB (BytePS: 4 MB): chosen on the
   // emulated 1 Gbit/s cluster, where it is the tuner's best point for every
   // model measured, and costs 0-10% on loopback (docs/decisions.md).

@@ -121,7 +121,8 @@ class Worker {
     return PushPull(id, data, PushPullOptions{average, 0, nullptr});
   }
   Result<OpHandle> PushPull(TensorId id, void* data, PushPullOptions options);
-  // Cuts tensor `id` into chunks of `partition_bytes` from its next
+  // Cuts tensor `id` into chunks of `partition_bytes` (on the wire: a
+  // compressed tensor's chunks hold more values, see ChunkBytes) from its next
   // push_pull on (new keys on the servers; push_pulls in flight keep theirs).
   // Every worker must call it between the same two push_pulls of the tensor
   // (the tuner switches all workers at one step); the first switch to a size

@@ -68,7 +68,8 @@ Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
     Tensor& t = tensors_[id];
     chunk_bytes = ChunkBytes(t.compression, partition_bytes);
     // A compressed tensor's chunks may be the same for several partitions
-    // (onebit's reach the largest chunk from the smallest partition).
+    // (onebit's and top-k's, 4 partitions of values, all reach the largest
+    // chunk from 1 MiB partitions on).
     if (t.by_partition.count(chunk_bytes)) {
       t.partition = chunk_bytes;
       return Status::Ok();
