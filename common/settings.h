@@ -113,7 +113,7 @@ struct Settings {
   // SYNCLINE_PARTITION_BYTES | BYTEPS_PARTITION_BYTES. Tensors are cut into
   // chunks of at most this many bytes on the wire, each pushed/pulled
   // independently and placed on a server (a compressed tensor's chunks hold
-  // the values whose compressed form fills it, up to 4 partitions of values:
+  // the values whose compressed form fills it, up to 16 partitions of values:
   // compression::ChunkBytesForWireBytes). Smaller: more overlap and better balance, more
   // per-message overhead. Default 256 KiB (BytePS: 4 MB): chosen on the
   // emulated 1 Gbit/s cluster, where it is the tuner's best point for every

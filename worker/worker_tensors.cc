@@ -11,9 +11,10 @@ namespace syncline {
 
 // A partition counts the bytes a chunk puts on the wire (as the credit does):
 // a compressed tensor's chunks hold that many bytes once compressed, but at
-// most 4 partitions of values (top-k was slower beyond; docs/decisions.md).
+// most 16 partitions of values, so that smaller partitions still give onebit
+// and sparse forms smaller chunks (docs/decisions.md).
 uint64_t Worker::ChunkBytes(const compression::Spec& form, uint64_t partition_bytes) const {
-  constexpr uint64_t kMostPartitionsPerChunk = 4;
+  constexpr uint64_t kMostPartitionsPerChunk = 16;
   const uint64_t largest = std::min(settings_.LargestChunkBytes(), kMostPartitionsPerChunk * partition_bytes);
   return compression::ChunkBytesForWireBytes(form, partition_bytes, largest);
 }
@@ -68,8 +69,8 @@ Status Worker::Repartition(TensorId id, uint64_t partition_bytes) {
     Tensor& t = tensors_[id];
     chunk_bytes = ChunkBytes(t.compression, partition_bytes);
     // A compressed tensor's chunks may be the same for several partitions
-    // (onebit's and top-k's, 4 partitions of values, all reach the largest
-    // chunk from 1 MiB partitions on).
+    // (onebit's and top-k's, 16 partitions of values, all reach the largest
+    // chunk from 256 KiB partitions on).
     if (t.by_partition.count(chunk_bytes)) {
       t.partition = chunk_bytes;
       return Status::Ok();

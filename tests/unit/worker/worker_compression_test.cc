@@ -22,8 +22,9 @@ using testing::OnAllWorkers;
 
 // With 4 KiB partitions: chunks of 1024 values uncompressed and in fp16 (whose
 // 2056-byte chunk of 1024 values does not leave room for a whole 4 KiB more),
-// 3072 in int8, 2048 in randomk:0.4, 4096 in onebit and topk:0.1, and a short
-// last one in every form.
+// 3072 in int8, 2048 in randomk:0.4, 4096 in topk:0.1, each with a short last
+// one; onebit's would hold 16384 (16 partitions), so its feedback test takes
+// 1 KiB partitions: chunks of 4096 and 904 values.
 constexpr size_t kValues = 5000;
 
 std::vector<float> Gradient(int rank, int round) {
@@ -97,10 +98,12 @@ TEST(WorkerCompression, ARepartitionMidJobKeepsCompressedSumsExact) {
 // Over `rounds` rounds of random gradients, every worker decodes the same
 // averages, and their running total stays within `bound` (per value) of the
 // true averages' total: the residuals on workers and servers stay bounded.
-void ExpectFeedbackTracksTheTrueSum(const std::string& form, int rounds, float bound, float per_round_error_at_least) {
+void ExpectFeedbackTracksTheTrueSum(const std::string& form, int rounds, float bound, float per_round_error_at_least,
+                                    uint64_t partition_bytes = 4096) {
   InProcessJob::Options o;
   o.workers = 2;
   o.compression = form;
+  o.partition_bytes = partition_bytes;
   InProcessJob job(o);
   ASSERT_TRUE(job.Start().ok());
   std::vector<std::vector<float>> decoded_total(2, std::vector<float>(kValues, 0.0f));
@@ -134,7 +137,7 @@ void ExpectFeedbackTracksTheTrueSum(const std::string& form, int rounds, float b
 }
 
 TEST(WorkerCompression, Int8WithErrorFeedbackTracksTheTrueSum) { ExpectFeedbackTracksTheTrueSum("int8", 30, 0.05f, 0.001f); }
-TEST(WorkerCompression, OnebitWithErrorFeedbackTracksTheTrueSum) { ExpectFeedbackTracksTheTrueSum("onebit", 30, 8.0f, 1.0f); }
+TEST(WorkerCompression, OnebitWithErrorFeedbackTracksTheTrueSum) { ExpectFeedbackTracksTheTrueSum("onebit", 30, 8.0f, 1.0f, 1024); }
 TEST(WorkerCompression, TopkWithErrorFeedbackTracksTheTrueSum) { ExpectFeedbackTracksTheTrueSum("topk:0.1", 30, 8.0f, 1.0f); }
 // A random 10% would leave ~4% of the values unsent by the servers in 30
 // rounds (0.9^30): 40% makes an unsent value a one in millions event.
