@@ -35,8 +35,9 @@ def parse_variants(items, base=None):
 
 def stale_package(root, build_dir=None, installed=None):
     """Why the syncline package this Python imports is not this checkout's (a Python file that
-    differs from python/syncline, or a native file from another build than `build_dir`,
-    default $SYNCLINE_BUILD_DIR or root/build, relative to root), or None when it is: the drivers that run the
+    differs from python/syncline, a native file from another build than `build_dir` (default
+    $SYNCLINE_BUILD_DIR or root/build, relative to root), or a TensorFlow op compiled before one of
+    its sources last changed), or None when it is: the drivers that run the
     installed package measure what it holds, whatever the build beside them says. `installed`:
     the package's directory, found by import machinery where not given."""
     import filecmp
@@ -65,6 +66,13 @@ def stale_package(root, build_dir=None, installed=None):
     for source, copy in pairs:
         if not copy.exists() or not filecmp.cmp(source, copy, shallow=False):
             return f"{copy} is not {source}"
+    # The TensorFlow op is compiled at install time (python/setup.py), so there is no copy to compare:
+    # it is stale when a source it is compiled from changed after it was.
+    op = native / "lib" / "libsyncline_tf_ops.so"
+    if op.exists():
+        for source in (sources / "tensorflow" / "kernels" / "push_pull_op.cc", Path(root) / "proxy" / "c_api.h"):
+            if source.exists() and source.stat().st_mtime > op.stat().st_mtime:
+                return f"{op} was compiled before {source} last changed"
     return None
 
 

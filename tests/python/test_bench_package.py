@@ -1,6 +1,7 @@
 """bench/benchenv.py's check that the syncline package a benchmark driver runs is this checkout's:
 a driver that measured a package installed from an older build would print its figures as this
 commit's."""
+import os
 import sys
 from pathlib import Path
 
@@ -54,3 +55,19 @@ def test_a_changed_or_missing_python_file_is_named(tmp_path, monkeypatch):
     (root / "python" / "syncline" / "_new.py").write_text("\n")
     (installed / "torch" / "ops.py").write_text("def push_pull(): return 1\n")
     assert "_new.py" in benchenv.stale_package(root, installed=installed)
+
+
+def test_a_tensorflow_op_compiled_before_its_source_changed_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("SYNCLINE_BUILD_DIR", raising=False)
+    monkeypatch.delenv("SYNCLINE_NATIVE_DIR", raising=False)
+    root, installed = checkout_and_install(tmp_path)
+    kernel = root / "python" / "syncline" / "tensorflow" / "kernels" / "push_pull_op.cc"
+    kernel.parent.mkdir(parents=True)
+    kernel.write_text("// the op\n")
+    op = installed / "_native" / "lib" / "libsyncline_tf_ops.so"
+    op.write_bytes(b"\x7fELF op")
+    os.utime(kernel, (1000, 1000))  # compiled after the source's last change
+    assert benchenv.stale_package(root, installed=installed) is None
+    os.utime(kernel, (op.stat().st_mtime + 10,) * 2)  # the source changed since
+    why = benchenv.stale_package(root, installed=installed)
+    assert why is not None and "libsyncline_tf_ops.so" in why and "push_pull_op.cc" in why
