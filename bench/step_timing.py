@@ -58,14 +58,38 @@ class Straggler:
             self._warmup_compute.append(seconds)
 
 
+class Times(list):
+    """The seconds of each timed step, and `cpu_busy`: the share of the whole machine's CPU time
+    (every core, every process: /proc/stat) that was busy from the first timed step's start to the
+    last one's end, or None where /proc/stat cannot be read. Emulated hosts share this machine's
+    cores, so a share near 1 says the steps were bound by the CPU, not by the links."""
+    cpu_busy = None
+
+
+def machine_cpu_ticks():
+    """(busy, total) clock ticks of all cores since boot (/proc/stat's first line), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    total = sum(fields[:8])  # guest time is counted in user time already
+    return total - idle, total
+
+
 def time_steps(a, rank, next_batch, step, curve=None):
     """Runs a.warmup + a.steps steps, step(*next_batch()) each (step returns once the step is done);
-    returns the seconds of the timed ones. Into `curve` (a list) goes each step's (seconds of steps so far,
-    making batches not counted; the loss step returned). Rank 0 shows each step on stderr."""
-    times = []
+    returns the seconds of the timed ones (Times, with the machine's busy CPU share over them). Into
+    `curve` (a list) goes each step's (seconds of steps so far, making batches not counted; the loss
+    step returned). Rank 0 shows each step on stderr."""
+    times = Times()
     training_s = 0.0  # the steps' own time, without making batches
+    ticks_at_start = None
     for i in range(a.warmup + a.steps):
         batch = next_batch()
+        if i == a.warmup:
+            ticks_at_start = machine_cpu_ticks()
         start = time.perf_counter()
         loss = step(*batch)
         took = time.perf_counter() - start
@@ -77,6 +101,9 @@ def time_steps(a, rank, next_batch, step, curve=None):
         if rank == 0:
             print(f"step {i + 1}/{a.warmup + a.steps}: {1000 * (time.perf_counter() - start):.0f} ms",
                   file=sys.stderr, flush=True)
+    ticks_at_end = machine_cpu_ticks()
+    if ticks_at_start and ticks_at_end and ticks_at_end[1] > ticks_at_start[1]:
+        times.cpu_busy = (ticks_at_end[0] - ticks_at_start[0]) / (ticks_at_end[1] - ticks_at_start[1])
     return times
 
 
@@ -84,7 +111,8 @@ def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=N
            parts_ms=None, late_merges=None):
     """Prints the JSON line of this worker: median step time, samples per second of the job, and the
     loss curve, the final held-out accuracy, the median forward + backward of the timed steps and
-    the mean of each part of a step (parts_ms) and osp's merges that waited, where they were measured."""
+    the mean of each part of a step (parts_ms), osp's merges that waited and the machine's busy CPU
+    share over the timed steps (times.cpu_busy), where they were measured."""
     # In osp mode a period's wait for the network falls on one step of the period: the median of
     # the steps would hide it, so the mean is reported (over whole periods where the timed steps
     # are a multiple of the period; a chosen period changes during the run).
@@ -105,4 +133,6 @@ def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=N
         row["parts_ms"] = parts_ms
     if late_merges is not None:
         row["late_merges"] = late_merges
+    if getattr(times, "cpu_busy", None) is not None:
+        row["cpu_busy"] = times.cpu_busy
     print(json.dumps(row), flush=True)

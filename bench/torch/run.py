@@ -91,6 +91,7 @@ def bench(platform, a):
     for model in a.models.split(","):
         configs = [c for c in platform.configs if not a.configs or any(word in c.lower() for word in a.configs)]
         samples = {c: [] for c in configs}
+        busy = {c: [] for c in configs}  # the machine's busy CPU share over the timed steps, per repeat
         loss_curves = {}  # config -> worker 0's curve of the last repeat
         accuracy = {}  # config -> worker 0's held-out accuracy at the end of the last repeat
         info = {}
@@ -120,6 +121,9 @@ def bench(platform, a):
                     parts = ", ".join(f"{part} {statistics.mean(r['parts_ms'][part] for r in rows):.1f}"
                                       for part in rows[0]["parts_ms"])
                     extra += f"   mean step by part: {parts} ms"
+                if "cpu_busy" in rows[0]:  # the median over workers (each measured over its own timed steps)
+                    busy[config].append(statistics.median(r["cpu_busy"] for r in rows))
+                    extra += f"   machine CPU busy {100 * busy[config][-1]:.0f}%"
                 if "late_merges" in rows[0]:
                     extra += f"   merges that waited (worker 0): {next(r for r in rows if r['rank'] == 0)['late_merges']}"
                 log(f"  [{model}, repeat {r + 1}/{a.repeats}] {config:24s} {ms:9.1f} ms per step{extra}")
@@ -129,10 +133,12 @@ def bench(platform, a):
         log(f"\n{platform.name}: {model} ({info['params'] / 1e6:.1f}M parameters, {grad_bytes / 2**20:.0f} MiB of "
             f"gradients), {a.workers} workers x batch {a.batch}, medians of {a.repeats}")
         base = a.fw.baseline
-        log(f"  {'configuration':24s} {'step ms':>9s} {'samples/s':>10s} {'x ' + base:>7s}")
+        cpu = {c: statistics.median(v) for c, v in busy.items() if v}
+        log(f"  {'configuration':24s} {'step ms':>9s} {'samples/s':>10s} {'x ' + base:>7s} {'CPU busy':>9s}")
         for c, ms in med.items():
-            log(f"  {c:24s} {ms:9.1f} {1000 * global_batch / ms:10.1f} {ms / med.get(base, float('nan')):7.2f}")
-        row = dict(model=model, params=info["params"], median=med, baseline=a.fw.baseline)
+            share = f"{100 * cpu[c]:8.0f}%" if c in cpu else ""
+            log(f"  {c:24s} {ms:9.1f} {1000 * global_batch / ms:10.1f} {ms / med.get(base, float('nan')):7.2f} {share}")
+        row = dict(model=model, params=info["params"], median=med, baseline=a.fw.baseline, cpu_busy=cpu)
         if a.where == "cluster":
             floor_ms = 1000 * grad_bytes * 8 / platform.c.rate
             log(f"  link-rate floor {floor_ms:.1f} ms (gradient bytes / link rate, each way)")
