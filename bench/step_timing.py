@@ -74,7 +74,9 @@ def machine_cpu_ticks():
     except (OSError, ValueError):
         return None
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
-    total = sum(fields[:8])  # guest time is counted in user time already
+    # user, nice, system, idle, iowait, irq, softirq, steal: guest time is in user time already, and
+    # steal (the hypervisor running others while this machine wanted the core) counts as busy.
+    total = sum(fields[:8])
     return total - idle, total
 
 
