@@ -121,8 +121,9 @@ def bench(platform, a):
                     parts = ", ".join(f"{part} {statistics.mean(r['parts_ms'][part] for r in rows):.1f}"
                                       for part in rows[0]["parts_ms"])
                     extra += f"   mean step by part: {parts} ms"
-                if "cpu_busy" in rows[0]:  # the median over workers (each measured over its own timed steps)
-                    busy[config].append(statistics.median(r["cpu_busy"] for r in rows))
+                shares = [r["cpu_busy"] for r in rows if "cpu_busy" in r]  # a window under a tick has none
+                if shares:  # the median over workers (each measured over its own timed steps)
+                    busy[config].append(statistics.median(shares))
                     extra += f"   machine CPU busy {100 * busy[config][-1]:.0f}%"
                 if "late_merges" in rows[0]:
                     extra += f"   merges that waited (worker 0): {next(r for r in rows if r['rank'] == 0)['late_merges']}"
