@@ -71,3 +71,10 @@ def test_a_tensorflow_op_compiled_before_its_source_changed_is_named(tmp_path, m
     os.utime(kernel, (op.stat().st_mtime + 10,) * 2)  # the source changed since
     why = benchenv.stale_package(root, installed=installed)
     assert why is not None and "libsyncline_tf_ops.so" in why and "push_pull_op.cc" in why
+    # ... or the C API it is compiled against did.
+    os.utime(kernel, (1000, 1000))
+    header = root / "proxy" / "c_api.h"
+    header.parent.mkdir()
+    header.write_text("// the C API\n")
+    os.utime(header, (op.stat().st_mtime + 10,) * 2)
+    assert "c_api.h" in benchenv.stale_package(root, installed=installed)
