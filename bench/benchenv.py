@@ -1,5 +1,6 @@
 """What the Python benchmark drivers (bench/transport/run.py, bench/cluster) share about the
-processes they start: a clean environment for Syncline's, and the JSON result lines those print."""
+processes they start: a clean environment for Syncline's, the JSON result lines those print, and
+the machine's CPU counters that say how busy the emulated hosts kept its cores."""
 import json
 import os
 
@@ -22,6 +23,19 @@ def json_lines(output):
             except ValueError:
                 pass
     return found
+
+
+def machine_cpu_ticks():
+    """(busy, total) clock ticks of all cores since boot (/proc/stat's first line), or None where it
+    cannot be read. Busy is all but idle and iowait; steal (the hypervisor running others while this
+    machine wanted a core) counts as busy, and guest time, already inside user time, once."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    total = sum(fields[:8])  # user, nice, system, idle, iowait, irq, softirq, steal
+    return total - fields[3] - fields[4], total
 
 
 def parse_variants(items, base=None):

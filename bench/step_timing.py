@@ -8,6 +8,8 @@ import statistics
 import sys
 import time
 
+from benchenv import machine_cpu_ticks
+
 
 def parse_args(models, baseline_mode):
     p = argparse.ArgumentParser()
@@ -66,20 +68,6 @@ class Times(list):
     cpu_busy = None
 
 
-def machine_cpu_ticks():
-    """(busy, total) clock ticks of all cores since boot (/proc/stat's first line), or None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
-    # user, nice, system, idle, iowait, irq, softirq, steal: guest time is in user time already, and
-    # steal (the hypervisor running others while this machine wanted the core) counts as busy.
-    total = sum(fields[:8])
-    return total - idle, total
-
-
 def time_steps(a, rank, next_batch, step, curve=None):
     """Runs a.warmup + a.steps steps, step(*next_batch()) each (step returns once the step is done);
     returns the seconds of the timed ones (Times, with the machine's busy CPU share over them). Into
@@ -135,6 +123,6 @@ def report(a, rank, size, params, times, curve=None, osp_period=None, accuracy=N
         row["parts_ms"] = parts_ms
     if late_merges is not None:
         row["late_merges"] = late_merges
-    if getattr(times, "cpu_busy", None) is not None:
+    if times.cpu_busy is not None:
         row["cpu_busy"] = times.cpu_busy
     print(json.dumps(row), flush=True)

@@ -21,6 +21,7 @@ import time
 import jobs
 import netcluster
 import tcpprobe
+from benchenv import machine_cpu_ticks  # bench/ is on the path since jobs
 from netcluster import EmulatedCluster, Interrupted, NoPrivileges, format_rate, parse_rate
 
 JOB_TENSORS = "fp32:1,fp16:4097,bf16:65537,fp64:30000,fp32:1048576"
@@ -101,13 +102,6 @@ def syncline_bench(c, layout, a, partition, in_flight):
             for r, p in enumerate(job.workers) for line in jobs.goodput_lines(p.output())}
 
 
-def cpu_times():
-    """(busy, total) jiffies of the whole machine, from /proc/stat."""
-    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
 def tcp_payload_share(mtu):
     """The share of a link's bytes (Ethernet frames, as tbf counts them) that is TCP payload: 20 bytes of
     IP, 20 of TCP and 12 of timestamps per packet, 14 of Ethernet header."""
@@ -155,17 +149,17 @@ def bench(a):
             workers = [layout.worker_host(r) for r in range(layout.workers)]
             servers = [layout.server_host(j) for j in range(layout.servers)]
             for rep in range(a.repeats):
-                b0, t0 = cpu_times()
+                b0, t0 = machine_cpu_ticks()
                 raw = tcpprobe.exchange(c, workers, servers, a.seconds, timeout=a.seconds + 30)
-                b1, t1 = cpu_times()
+                b1, t1 = machine_cpu_ticks()
                 raw_busy.append((b1 - b0) / max(1, t1 - t0))
                 raws.append(raw)
                 line = f"  {format_rate(bits)} run {rep + 1}/{a.repeats}: raw TCP up/down per worker " + \
                     ", ".join(f"{u / 1e9:.2f}/{d / 1e9:.2f}" for u, d in raw.values()) + " Gbit/s"
                 for p in partitions:
-                    b0, t0 = cpu_times()
+                    b0, t0 = machine_cpu_ticks()
                     found = syncline_bench(c, layout, a, *p)
-                    b1, t1 = cpu_times()
+                    b1, t1 = machine_cpu_ticks()
                     busy.append((b1 - b0) / max(1, t1 - t0))
                     runs[p].append(found)
                     line += f"; partition {human_bytes(p[0])} x{p[1]}: " + ", ".join(
