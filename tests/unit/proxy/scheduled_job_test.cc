@@ -77,6 +77,56 @@ TEST_P(ScheduledJobTest, WorkersReadyInOppositeOrdersWithASmallCreditFinish) {
   EXPECT_TRUE(job.Finish().ok());
 }
 
+// The same, over many seeds: 3 workers, 4 tensors of uneven sizes and
+// priorities, each worker posting them in its own random order every round
+// with room for one chunk in flight. Every round must finish with exact sums.
+// (A tcp job takes about half a second to start and stop, so it gets fewer seeds.)
+TEST_P(ScheduledJobTest, WorkersPostingInRandomOrdersFinishForEverySeed) {
+  constexpr int kWorkers = 3;
+  constexpr int kRounds = 2;
+  const std::vector<size_t> kElements{1024, 5 * 1024, 3 * 1024 + 7, 8 * 1024};  // 1-8 chunks of 4 KiB
+  const uint32_t seeds = GetParam() == "loopback" ? 24 : 4;
+  for (uint32_t seed = 1; seed <= seeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    InProcessJob job(CreditJob(GetParam(), /*credit=*/4096, kWorkers));
+    ASSERT_TRUE(job.Start().ok());
+    ExpectAllOk(OnAllWorkers(job, [&](int rank) -> Status {
+      Worker& w = job.worker(rank);
+      std::vector<TensorId> ids;
+      for (size_t t = 0; t < kElements.size(); ++t) {
+        SYNCLINE_ASSIGN_OR_RETURN(TensorId id, w.Declare("t" + std::to_string(t), DType::kFloat32, kElements[t]));
+        ids.push_back(id);
+      }
+      std::mt19937 order_rng(seed * 101 + rank);
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<std::vector<float>> values;
+        for (size_t t = 0; t < kElements.size(); ++t)
+          values.emplace_back(kElements[t], static_cast<float>((rank + 1) * (t + 1) + round));
+        std::vector<size_t> order(kElements.size());
+        for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+        std::shuffle(order.begin(), order.end(), order_rng);
+        std::vector<OpHandle> handles;
+        for (size_t t : order) {
+          SYNCLINE_ASSIGN_OR_RETURN(OpHandle h, w.PushPull(ids[t], values[t].data(), false));
+          handles.push_back(h);
+        }
+        for (auto& h : handles) SYNCLINE_RETURN_IF_ERROR(h.Wait(Deadline::AfterMs(15000)));
+        for (size_t t = 0; t < kElements.size(); ++t) {
+          // sum over ranks r of (r + 1) * (t + 1) + round
+          const float expected = static_cast<float>(6 * (t + 1) + kWorkers * round);
+          for (size_t i = 0; i < kElements[t]; ++i) {
+            if (values[t][i] != expected)
+              return Internal("tensor " + std::to_string(t) + " element " + std::to_string(i) + ": " +
+                              std::to_string(values[t][i]) + ", expected " + std::to_string(expected));
+          }
+        }
+      }
+      return Status::Ok();
+    }));
+    EXPECT_TRUE(job.Finish().ok());
+  }
+}
+
 // A large tensor of low priority is posted first, a small urgent one right
 // after: the urgent one overtakes the queued chunks, and its own done
 // callback fires while the large one is still in flight.
