@@ -39,6 +39,14 @@ def test_cross_iteration_overlap_with_adam():
     run_checks("cross_iteration_adam", env={"SYNCLINE_DETERMINISTIC": 1})
 
 
+def test_cross_iteration_by_default_for_per_parameter_optimizers():
+    run_checks("cross_iteration_default")
+
+
+def test_cross_iteration_off_when_the_setting_says_so():
+    run_checks("cross_iteration_default", env={"SYNCLINE_CROSS_ITERATION": 0})
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here: the CUDA path is tested where one is found")
 def test_cuda_tensors_through_the_device_stages():
     run_checks("cuda_sums")

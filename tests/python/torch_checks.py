@@ -206,6 +206,65 @@ def cross_iteration_adam():
     torch.save(models[1], io.BytesIO())  # a wrapped model still pickles
 
 
+class _SlowSGD(torch.optim.SGD):
+    """SGD whose update takes a while: a read that does not wait for it sees the old parameters."""
+
+    def step(self, closure=None):
+        time.sleep(0.3)
+        return super().step(closure)
+
+
+def cross_iteration_default():
+    """Overlap is on by default for torch's per-parameter optimizers only (off with
+    SYNCLINE_CROSS_ITERATION=0); reads and writes of a parameter by hand (state_dict(),
+    load_state_dict(), detach(), an in-place clamp) wait for its update, reads of its shape do not;
+    step(closure) runs without overlap."""
+    rank, size = bps.rank(), bps.size()
+    mean = sum(r + 1 for r in range(size)) / size
+    setting = os.environ.get("SYNCLINE_CROSS_ITERATION")
+    default = setting != "0"
+    made = {}
+    for label, make in (("sgd", lambda ps: torch.optim.SGD(ps, lr=0.1)), ("adam", lambda ps: torch.optim.Adam(ps)),
+                        ("lbfgs", lambda ps: torch.optim.LBFGS(ps)), ("subclass", lambda ps: _SlowSGD(ps, lr=0.1))):
+        model = torch.nn.Linear(2, 1)
+        made[label] = bps.DistributedOptimizer(make(model.parameters()),
+                                               named_parameters=[(f"{label}.{n}", p) for n, p in model.named_parameters()])
+    got = {label: o.cross_iteration for label, o in made.items()}
+    assert got == {"sgd": default, "adam": default, "lbfgs": False, "subclass": False}, got
+
+    model = torch.nn.Linear(4, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    optimizer = bps.DistributedOptimizer(_SlowSGD(model.parameters(), lr=1.0),
+                                         named_parameters=[("slow.weight", model.weight)], cross_iteration=True)
+
+    def one_step(closure=None):
+        optimizer.zero_grad()
+        model(torch.full((1, 4), float(rank + 1))).sum().backward()
+        return optimizer.step(closure)
+
+    one_step()  # returns at once; the update sleeps first
+    assert model.weight.shape == (1, 4) and optimizer._updater.is_pending(model.weight), \
+        "reading a parameter's shape waited for its update"
+    assert torch.equal(model.state_dict()["weight"], torch.full((1, 4), 1.0 - mean)), \
+        "state_dict() read the weight before its update"
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    one_step()
+    model.load_state_dict(before)  # must not be overwritten by the update still running
+    optimizer.synchronize()
+    assert torch.equal(model.weight, before["weight"]), "an update still in flight overwrote load_state_dict()"
+    one_step()
+    assert torch.equal(model.weight.detach(), before["weight"] - mean), "a read by hand saw the weight before its update"
+    one_step()
+    with torch.no_grad():
+        model.weight.clamp_(max=-100.0)  # a write by hand lands after the update, not under it
+    optimizer.synchronize()
+    assert torch.equal(model.weight, torch.full((1, 4), -100.0)), model.weight
+    assert type(model.weight) is torch.nn.Parameter
+    assert one_step(lambda: torch.tensor(3.0)).item() == 3.0  # the closure's loss, as without overlap
+    assert torch.equal(model.weight, torch.full((1, 4), -100.0 - mean)), "step(closure) returned before its update"
+
+
 def optimizer_api():
     """Horovod/BytePS usage: synchronize() + clipping + skip_synchronize(); DDP's no_sync(); one wrapper per
     parameter; shutdown() finishes overlapped updates still in flight."""
@@ -282,7 +341,8 @@ def cuda_sums():
     assert torch.equal(model.weight.cpu(), torch.full((1, 4), 1.0 - total / size))
 
 
-CHECKS = {f.__name__: f for f in (early_finish, exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam, optimizer_api,
+CHECKS = {f.__name__: f for f in (early_finish, exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam,
+                                            cross_iteration_default, optimizer_api,
                                             cuda_sums)}
 
 if __name__ == "__main__":

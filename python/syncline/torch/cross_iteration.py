@@ -3,42 +3,63 @@
 Without it, step() waits for every gradient's sum, updates every parameter,
 and only then may the next forward pass begin. With it, step() returns at
 once; a thread of this class waits for each parameter's sum, most urgent
-first, and runs that parameter's update; a module's next forward waits only
-for its own parameters (a module forward pre-hook). So the first layers of the
-next iteration compute while the last layers' gradients are still on the
-network.
+first, and runs that parameter's update (with every other parameter whose sum
+is back by then, in one call of the optimizer); a module's next forward waits
+only for its own parameters (a module forward pre-hook). So the first layers
+of the next iteration compute while the last layers' gradients are still on
+the network.
 
-A parameter read outside a module's forward (by hand, to save it) may still
-be updating: call the optimizer's synchronize() first. A gradient about to be
-added to a parameter whose update is still running waits for that update.
+Anything else that reads or writes a parameter whose update is still to run
+waits for the updates first: until its update has run, the parameter's class
+is a subclass of torch.nn.Parameter whose __torch_function__ waits before
+any operation on its data (state_dict(), .data, .numpy(), an in-place clamp)
+on any thread but the updater's. Reading its metadata (shape, dtype, grad,
+hash) does not wait. Parameters of another class (a user's subclass) are not
+guarded that way: read them after the optimizer's synchronize().
 """
 import collections
 import threading
+import weakref
 
 import torch
 
 from syncline.torch import ops
 
+# Operations on a tensor that read only its metadata: they need not wait for an update.
+_METADATA_METHODS = frozenset({"__hash__", "size", "dim", "ndimension", "numel", "nelement", "element_size",
+                               "stride", "storage_offset", "is_contiguous", "is_floating_point", "is_complex",
+                               "get_device"})
+
+
+def _reads_data(func):
+    name = getattr(func, "__name__", None)
+    if name in ("__get__", "__set__"):  # an attribute: only .data is the parameter's values
+        return getattr(getattr(func, "__self__", None), "__name__", None) == "data"
+    return name not in _METADATA_METHODS
+
 
 class CrossIterationUpdater:
-    def __init__(self, update_one):
-        self._update_one = update_one  # update_one(p, *context): applies p's averaged gradient to p
+    def __init__(self, update_some):
+        self._update_some = update_some  # update_some([(p, *context)]): applies each p's averaged gradient to p
         self._cv = threading.Condition()
-        self._queue = collections.deque()  # (parameter, push_pull handle), most urgent first
+        self._queue = collections.deque()  # (parameter, push_pull handle, context), most urgent first
         self._pending = set()  # ids of parameters whose update has not run yet
         self._error = None
         self._closed = False
+        self._pending_class = _pending_parameter_class(self)
         self._thread = threading.Thread(target=self._run, name="syncline-updates", daemon=True)
         self._thread.start()
         self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
 
     def submit(self, items):
         """Queues the updates of `items` ((parameter, handle, context), most urgent first);
-        update_one(parameter, *context) runs once the handle's sum is back."""
+        update_some([(parameter, *context), ...]) runs once the handles' sums are back."""
         with self._cv:
             self._raise_error()
             for p, handle, context in items:
                 self._pending.add(id(p))
+                if type(p) is torch.nn.Parameter:
+                    p.__class__ = self._pending_class  # reads and writes of it now wait (module docstring)
                 self._queue.append((p, handle, context))
             self._cv.notify_all()
 
@@ -53,6 +74,9 @@ class CrossIterationUpdater:
             while self._error is None and (self._pending if keys is None else self._pending & keys):
                 self._cv.wait(timeout=1.0)  # each update is bounded by its push_pull's deadline
             self._raise_error()
+
+    def on_updater_thread(self):
+        return threading.get_ident() == self._thread.ident
 
     def close(self):
         """Waits for the updates in flight (raising an update's error), then stops the thread."""
@@ -74,6 +98,14 @@ class CrossIterationUpdater:
         if mine and self._pending:
             self.wait(mine)
 
+    def _done(self, params):
+        # Called holding self._cv: the parameters are theirs again.
+        for p in params:
+            if type(p) is self._pending_class:
+                p.__class__ = torch.nn.Parameter
+            self._pending.discard(id(p))
+        self._cv.notify_all()
+
     def _run(self):
         while True:
             with self._cv:
@@ -82,19 +114,47 @@ class CrossIterationUpdater:
                 if not self._queue:
                     return
                 p, handle, context = self._queue.popleft()
+            batch = []
             try:
                 if handle is not None:  # None: the sum is already back (the optimizer's synchronize())
                     ops.synchronize(handle)
-                self._update_one(p, *context)
+                batch.append((p, *context))
+                # Every later item whose sum is back too joins this update: one optimizer call for them all.
+                with self._cv:
+                    ready, waiting = [], collections.deque()
+                    for item in self._queue:
+                        (ready if item[1] is None or ops.poll(item[1]) else waiting).append(item)
+                    self._queue = waiting
+                for q, h, c in ready:
+                    if h is not None:
+                        ops.synchronize(h)
+                    batch.append((q, *c))
+                self._update_some(batch)
             except BaseException as e:  # handed to the training thread at its next wait
                 with self._cv:
                     self._error = e
                     # The sums still queued are left to the runtime (their buffers stay
                     # referenced by syncline.torch.ops until shutdown).
+                    self._done([p] + [item[0] for item in batch] + [item[0] for item in self._queue])
                     self._queue.clear()
                     self._pending.clear()
-                    self._cv.notify_all()
                 continue
             with self._cv:
-                self._pending.discard(id(p))
-                self._cv.notify_all()
+                self._done([item[0] for item in batch])
+
+
+def _pending_parameter_class(updater):
+    """The class a parameter has while its update is queued: an operation on its data, on any
+    thread but the updater's, first waits for every queued update (then the parameter's class is
+    torch.nn.Parameter again)."""
+    updater_ref = weakref.ref(updater)
+
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        u = updater_ref()
+        if u is not None and _reads_data(func) and not u.on_updater_thread():
+            u.wait()
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+    return type("ParameterWithUpdatePending", (torch.nn.Parameter,),
+                {"__torch_function__": classmethod(__torch_function__), "__module__": __name__})

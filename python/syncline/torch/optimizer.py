@@ -4,9 +4,11 @@ As in byteps.torch and horovod.torch, it wraps the user's optimizer in a
 subclass of its own class: backward posts each gradient through the scheduling
 proxy as it is produced (syncline.torch.gradient_sync), and step() waits for
 the sums still missing before the update runs. With cross-iteration overlap
-(SYNCLINE_CROSS_ITERATION, or cross_iteration=True), step() returns at once and
-each parameter is updated as soon as its own sum is back
-(syncline.torch.cross_iteration). In osp mode (SYNCLINE_SYNC_MODE=osp) no gradient
+(by default for torch's own per-parameter optimizers in bsp mode; set by
+SYNCLINE_CROSS_ITERATION or cross_iteration=), step() returns at once and each
+parameter is updated as soon as its own sum is back, the next forward pass
+waiting only for its own layer's parameters (syncline.torch.cross_iteration).
+In osp mode (SYNCLINE_SYNC_MODE=osp) no gradient
 is sent: step() updates with the local gradient, and every SYNCLINE_OSP_PERIOD
 steps the model's change is averaged while training goes on
 (syncline.torch.model_sync). In ssp mode each step() updates with the local
@@ -29,6 +31,16 @@ from syncline.torch.model_sync import ModelSync
 from syncline.torch.stale_sync import StaleSync
 
 
+# torch's optimizers whose update of a parameter reads only that parameter, its gradient and its
+# own state: updating them one group of parameters at a time (cross-iteration overlap) gives what
+# one step() over all would. Others (LBFGS, any subclass or third-party optimizer) overlap only
+# when asked (SYNCLINE_CROSS_ITERATION=1 or cross_iteration=True).
+_PER_PARAMETER_OPTIMIZERS = frozenset(
+    getattr(torch.optim, name) for name in ("SGD", "Adam", "AdamW", "Adagrad", "Adamax", "Adadelta", "ASGD",
+                                             "NAdam", "RAdam", "RMSprop", "Rprop", "Adafactor")
+    if hasattr(torch.optim, name))
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, cross_iteration):
         self._own_thread_groups = threading.local()  # the updater thread's one-parameter view
@@ -49,9 +61,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         worker = _session.current().worker
         self._model_sync = None  # osp and ssp modes: model changes are averaged instead of gradients
         self._sync = None
+        if cross_iteration is None:
+            cross_iteration = worker.cross_iteration  # None where SYNCLINE_CROSS_ITERATION is unset
         if worker.sync_mode in ("osp", "ssp"):
             mode = worker.sync_mode
-            if cross_iteration or (cross_iteration is None and worker.cross_iteration):
+            if cross_iteration:
                 raise ValueError(f"cross-iteration overlap (SYNCLINE_CROSS_ITERATION) overlaps gradient sums, and "
                                  f"{mode} mode (SYNCLINE_SYNC_MODE={mode}) sums none: choose one")
             cross_iteration = False
@@ -60,15 +74,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 else StaleSync(named, compression, prefix="ssp.")
         else:
             self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
+            if cross_iteration is None:
+                # Unset: overlap where it is known to change nothing but the time (bsp, torch's own
+                # optimizers that update each parameter from its own gradient and state alone).
+                cross_iteration = (worker.sync_mode == "bsp"
+                                   and self.__class__.__mro__[1] in _PER_PARAMETER_OPTIMIZERS)
         self._last_step_end_us = None
         self._synchronized = False  # synchronize() ran since the last step()
         self._ready = []  # with overlap: (parameter, hyperparameters, grad) whose sums synchronize() waited for
         self._should_synchronize = True
-        if cross_iteration is None:
-            cross_iteration = worker.cross_iteration
         self._updater = None
         if cross_iteration:
-            self._updater = CrossIterationUpdater(self._update_one)
+            self._updater = CrossIterationUpdater(self._update_some)
             self._sync.before_accumulate = lambda p: self._updater.wait([p])
             _session.current().on_shutdown(self._updater.close)
         self._constructed = True
@@ -149,15 +166,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._should_synchronize = True
 
-    def _update_one(self, p, hyperparameters, grad):
-        # The wrapped optimizer's own step(), over this one parameter.
-        self._own_thread_groups.groups = [dict(hyperparameters, params=[p])]
+    def _update_some(self, batch):
+        # The wrapped optimizer's own step(), over these (parameter, hyperparameters, grad) alone:
+        # one param group per hyperparameters of that step() (each group's dict is its own object).
+        groups = {}
+        for p, hyperparameters, _ in batch:
+            groups.setdefault(id(hyperparameters), (hyperparameters, []))[1].append(p)
+        self._own_thread_groups.groups = [dict(h, params=params) for h, params in groups.values()]
         try:
             self._base_step()
         finally:
             self._own_thread_groups.groups = None
-        if p.grad is grad:
-            p.grad = None  # consumed; the next backward starts it afresh
+        for p, _, grad in batch:
+            if p.grad is grad:
+                p.grad = None  # consumed; the next backward starts it afresh
 
     def zero_grad(self, set_to_none=True):
         if self._model_sync is not None:
@@ -168,7 +190,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # A parameter whose update is still running keeps its gradient until then (the update clears it).
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None and not self._updater.is_pending(p):
+                if not self._updater.is_pending(p) and p.grad is not None:
                     p.grad = None
 
     def step(self, closure=None):
@@ -184,10 +206,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._sync.synchronize()
             self._synchronized = False
             loss = self._base_step(closure)
+        elif closure is not None:
+            # The closure re-evaluates the model: this step runs as without overlap.
+            self._updater.wait()
+            if self._synchronized:  # synchronize() waited for the sums already
+                self._ready, self._synchronized = [], False
+            elif self._should_synchronize:
+                for _, handle in self._sync.take_handles():
+                    ops.synchronize(handle)
+            loss = self._base_step(closure)
         else:
-            if closure is not None:
-                raise ValueError("step(closure) cannot overlap iterations: turn cross-iteration overlap off "
-                                 "(SYNCLINE_CROSS_ITERATION) for optimizers that re-evaluate the model")
             self._updater.wait()  # last step's updates: done by now unless a parameter is unused
             group_of = {}
             for group in self.param_groups:
@@ -214,7 +242,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     logs and errors; without it they are numbered. `backward_passes_per_step`:
     gradients accumulate locally over that many backward passes, then go out.
     `cross_iteration`: overlap each step's updates with the next forward pass
-    (default: the SYNCLINE_CROSS_ITERATION setting). Every worker must build
+    (default: the SYNCLINE_CROSS_ITERATION setting; where that is unset, on
+    for torch.optim's per-parameter optimizers such as SGD and Adam in bsp
+    mode, off otherwise; docs/python.md says what it changes). Every worker must build
     the optimizer over the same parameters, in order."""
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, cross_iteration)
