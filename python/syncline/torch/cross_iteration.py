@@ -4,7 +4,7 @@ Without it, step() waits for every gradient's sum, updates every parameter,
 and only then may the next forward pass begin. With it, step() returns at
 once; a thread of this class waits for each parameter's sum, most urgent
 first, and runs that parameter's update (with every other parameter whose sum
-is back by then, in one call of the optimizer); a module's next forward waits
+is back by then, in a second call of the optimizer); a module's next forward waits
 only for its own parameters (a module forward pre-hook). So the first layers
 of the next iteration compute while the last layers' gradients are still on
 the network.
@@ -18,6 +18,7 @@ hash) does not wait. Parameters of another class (a user's subclass) are not
 guarded that way: read them after the optimizer's synchronize().
 """
 import collections
+import sys
 import threading
 import weakref
 
@@ -94,8 +95,13 @@ class CrossIterationUpdater:
             raise self._error
 
     def _before_forward(self, module, args):
+        if not self._pending:
+            return
+        if _is_compiled(module):
+            self.wait()  # its graph reads every parameter at once, and must not see the waiting class
+            return
         mine = list(module.parameters(recurse=False))
-        if mine and self._pending:
+        if mine:
             self.wait(mine)
 
     def _done(self, params):
@@ -114,33 +120,43 @@ class CrossIterationUpdater:
                 if not self._queue:
                     return
                 p, handle, context = self._queue.popleft()
-            batch = []
+            batch = [(p, *context)]
             try:
                 if handle is not None:  # None: the sum is already back (the optimizer's synchronize())
                     ops.synchronize(handle)
-                batch.append((p, *context))
-                # Every later item whose sum is back too joins this update: one optimizer call for them all.
+                # The most urgent parameter first and alone: the next forward may start with it.
+                self._update_some(batch)
                 with self._cv:
+                    self._done([p])
+                    # Every later item whose sum is back too: one optimizer call for them all.
                     ready, waiting = [], collections.deque()
                     for item in self._queue:
                         (ready if item[1] is None or ops.poll(item[1]) else waiting).append(item)
                     self._queue = waiting
-                for q, h, c in ready:
+                batch = [(q, *c) for q, _, c in ready]
+                for _, h, _ in ready:
                     if h is not None:
                         ops.synchronize(h)
-                    batch.append((q, *c))
-                self._update_some(batch)
+                if batch:
+                    self._update_some(batch)
             except BaseException as e:  # handed to the training thread at its next wait
                 with self._cv:
                     self._error = e
                     # The sums still queued are left to the runtime (their buffers stay
                     # referenced by syncline.torch.ops until shutdown).
-                    self._done([p] + [item[0] for item in batch] + [item[0] for item in self._queue])
+                    self._done([item[0] for item in batch] + [item[0] for item in self._queue])
                     self._queue.clear()
                     self._pending.clear()
                 continue
             with self._cv:
                 self._done([item[0] for item in batch])
+
+
+def _is_compiled(module):
+    # torch.compile's wrapper (torch._dynamo is imported once anything was compiled).
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    compiled = getattr(eval_frame, "OptimizedModule", None)
+    return compiled is not None and isinstance(module, compiled)
 
 
 def _pending_parameter_class(updater):
