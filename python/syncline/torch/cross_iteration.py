@@ -4,7 +4,7 @@ Without it, step() waits for every gradient's sum, updates every parameter,
 and only then may the next forward pass begin. With it, step() returns at
 once; a thread of this class waits for each parameter's sum, most urgent
 first, and runs that parameter's update (with every other parameter whose sum
-is back by then, in a second call of the optimizer); a module's next forward waits
+is back by then, in a few more calls of the optimizer); a module's next forward waits
 only for its own parameters (a module forward pre-hook). So the first layers
 of the next iteration compute while the last layers' gradients are still on
 the network.
@@ -120,7 +120,7 @@ class CrossIterationUpdater:
                 if not self._queue:
                     return
                 p, handle, context = self._queue.popleft()
-            batch = [(p, *context)]
+            batch, ready = [(p, *context)], []
             try:
                 if handle is not None:  # None: the sum is already back (the optimizer's synchronize())
                     ops.synchronize(handle)
@@ -128,28 +128,32 @@ class CrossIterationUpdater:
                 self._update_some(batch)
                 with self._cv:
                     self._done([p])
-                    # Every later item whose sum is back too: one optimizer call for them all.
-                    ready, waiting = [], collections.deque()
+                    # The later items whose sums are back too, most urgent first.
+                    waiting = collections.deque()
                     for item in self._queue:
                         (ready if item[1] is None or ops.poll(item[1]) else waiting).append(item)
                     self._queue = waiting
-                batch = [(q, *c) for q, _, c in ready]
                 for _, h, _ in ready:
                     if h is not None:
                         ops.synchronize(h)
-                if batch:
+                # In batches of 1, 2, 4, ... parameters: the next forward gets the urgent ones soon,
+                # and n parameters take about log2(n) optimizer calls rather than n.
+                size = 1
+                while ready:
+                    batch = [(q, *c) for q, _, c in ready[:size]]
                     self._update_some(batch)
+                    with self._cv:
+                        self._done([item[0] for item in batch])
+                    ready, size, batch = ready[size:], 2 * size, []
             except BaseException as e:  # handed to the training thread at its next wait
                 with self._cv:
                     self._error = e
                     # The sums still queued are left to the runtime (their buffers stay
                     # referenced by syncline.torch.ops until shutdown).
-                    self._done([item[0] for item in batch] + [item[0] for item in self._queue])
+                    self._done([item[0] for item in batch] + [item[0] for item in ready] +
+                               [item[0] for item in self._queue])
                     self._queue.clear()
                     self._pending.clear()
-                continue
-            with self._cv:
-                self._done([item[0] for item in batch])
 
 
 def _is_compiled(module):
