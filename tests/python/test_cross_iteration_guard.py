@@ -8,18 +8,17 @@ from syncline.torch.cross_iteration import CrossIterationUpdater
 
 
 class _GatedUpdates:
-    """update_some for the updater: each update (p -= 1) runs once the test opens the gate."""
+    """update_one for the updater: each update (p -= 1) runs once the test opens the gate."""
 
     def __init__(self):
         self.gate = threading.Event()
         self.calls = []
 
-    def __call__(self, batch):
+    def __call__(self, p, context):
         assert self.gate.wait(timeout=30), "the test never opened the gate"
         with torch.no_grad():
-            for p, _ in batch:
-                p.sub_(1.0)
-        self.calls.append(len(batch))
+            p.sub_(1.0)
+        self.calls.append(context)
 
 
 def _open_after_reads(updates, updater, p):
@@ -78,14 +77,14 @@ def test_state_dict_and_load_state_dict_wait():
     updater.close()
 
 
-def test_the_most_urgent_parameter_is_updated_alone_and_the_rest_in_doubling_batches():
+def test_updates_run_most_urgent_first_and_give_each_parameter_its_class_back():
     updates = _GatedUpdates()
     updates.gate.set()
     params = [torch.nn.Parameter(torch.zeros(2)) for _ in range(5)]
     updater = CrossIterationUpdater(updates)
-    updater.submit([(p, None, (None,)) for p in params])
+    updater.submit([(p, None, (i,)) for i, p in enumerate(params)])
     updater.wait()
-    assert updates.calls == [1, 1, 2, 1], updates.calls  # alone, then 1, 2, 4, ... of the rest
+    assert updates.calls == [0, 1, 2, 3, 4], updates.calls
     assert all(type(p) is torch.nn.Parameter and torch.equal(p, torch.full((2,), -1.0)) for p in params)
     updater.close()
 

@@ -3,9 +3,8 @@
 Without it, step() waits for every gradient's sum, updates every parameter,
 and only then may the next forward pass begin. With it, step() returns at
 once; a thread of this class waits for each parameter's sum, most urgent
-first, and runs that parameter's update (with every other parameter whose sum
-is back by then, in a few more calls of the optimizer); a module's next forward waits
-only for its own parameters (a module forward pre-hook). So the first layers
+first, and runs that parameter's update; a module's next forward waits only
+for its own parameters (a module forward pre-hook). So the first layers
 of the next iteration compute while the last layers' gradients are still on
 the network.
 
@@ -40,8 +39,8 @@ def _reads_data(func):
 
 
 class CrossIterationUpdater:
-    def __init__(self, update_some):
-        self._update_some = update_some  # update_some([(p, *context)]): applies each p's averaged gradient to p
+    def __init__(self, update_one):
+        self._update_one = update_one  # update_one(p, *context): applies p's averaged gradient to p
         self._cv = threading.Condition()
         self._queue = collections.deque()  # (parameter, push_pull handle, context), most urgent first
         self._pending = set()  # ids of parameters whose update has not run yet
@@ -54,7 +53,7 @@ class CrossIterationUpdater:
 
     def submit(self, items):
         """Queues the updates of `items` ((parameter, handle, context), most urgent first);
-        update_some([(parameter, *context), ...]) runs once the handles' sums are back."""
+        update_one(parameter, *context) runs once the handle's sum is back."""
         with self._cv:
             self._raise_error()
             for p, handle, context in items:
@@ -120,40 +119,21 @@ class CrossIterationUpdater:
                 if not self._queue:
                     return
                 p, handle, context = self._queue.popleft()
-            batch, ready = [(p, *context)], []
             try:
                 if handle is not None:  # None: the sum is already back (the optimizer's synchronize())
                     ops.synchronize(handle)
-                # The most urgent parameter first and alone: the next forward may start with it.
-                self._update_some(batch)
-                with self._cv:
-                    self._done([p])
-                    # The later items whose sums are back too, most urgent first.
-                    waiting = collections.deque()
-                    for item in self._queue:
-                        (ready if item[1] is None or ops.poll(item[1]) else waiting).append(item)
-                    self._queue = waiting
-                for _, h, _ in ready:
-                    if h is not None:
-                        ops.synchronize(h)
-                # In batches of 1, 2, 4, ... parameters: the next forward gets the urgent ones soon,
-                # and n parameters take about log2(n) optimizer calls rather than n.
-                size = 1
-                while ready:
-                    batch = [(q, *c) for q, _, c in ready[:size]]
-                    self._update_some(batch)
-                    with self._cv:
-                        self._done([item[0] for item in batch])
-                    ready, size, batch = ready[size:], 2 * size, []
+                self._update_one(p, *context)
             except BaseException as e:  # handed to the training thread at its next wait
                 with self._cv:
                     self._error = e
                     # The sums still queued are left to the runtime (their buffers stay
                     # referenced by syncline.torch.ops until shutdown).
-                    self._done([item[0] for item in batch] + [item[0] for item in ready] +
-                               [item[0] for item in self._queue])
+                    self._done([p] + [item[0] for item in self._queue])
                     self._queue.clear()
                     self._pending.clear()
+                continue
+            with self._cv:
+                self._done([p])
 
 
 def _is_compiled(module):

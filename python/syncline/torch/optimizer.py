@@ -85,7 +85,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._updater = None
         if cross_iteration:
-            self._updater = CrossIterationUpdater(self._update_some)
+            self._updater = CrossIterationUpdater(self._update_one)
             self._sync.before_accumulate = lambda p: self._updater.wait([p])
             _session.current().on_shutdown(self._updater.close)
         self._constructed = True
@@ -166,20 +166,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._should_synchronize = True
 
-    def _update_some(self, batch):
-        # The wrapped optimizer's own step(), over these (parameter, hyperparameters, grad) alone:
-        # one param group per hyperparameters of that step() (each group's dict is its own object).
-        groups = {}
-        for p, hyperparameters, _ in batch:
-            groups.setdefault(id(hyperparameters), (hyperparameters, []))[1].append(p)
-        self._own_thread_groups.groups = [dict(h, params=params) for h, params in groups.values()]
+    def _update_one(self, p, hyperparameters, grad):
+        # The wrapped optimizer's own step(), over this one parameter.
+        self._own_thread_groups.groups = [dict(hyperparameters, params=[p])]
         try:
             self._base_step()
         finally:
             self._own_thread_groups.groups = None
-        for p, _, grad in batch:
-            if p.grad is grad:
-                p.grad = None  # consumed; the next backward starts it afresh
+        if p.grad is grad:
+            p.grad = None  # consumed; the next backward starts it afresh
 
     def zero_grad(self, set_to_none=True):
         if self._model_sync is not None:
