@@ -233,8 +233,8 @@ struct Settings {
   // (ByteScheduler): each parameter's update runs as soon as its own sum is
   // back, and the next forward pass starts a layer once that layer's
   // parameters are updated, instead of after a barrier on the whole model.
-  // Unset: the shim decides (syncline.torch overlaps for torch's own
-  // per-parameter optimizers in bsp mode). The runtime itself does not use it.
+  // Unset: the shim decides (syncline.torch: off). The runtime itself does
+  // not use it.
   std::optional<bool> cross_iteration;
   // SYNCLINE_TRACE | BYTEPS_TRACE_ON. Each worker writes a Chrome-trace JSON
   // (open it in Perfetto) of every chunk's stages and of the compute spans

@@ -36,9 +36,8 @@ def parse_args():
                    help="how gradients travel: none, fp16 (a cast in Python), or one libsyncline applies with error "
                         "feedback: bf16, int8, onebit, topk:R, randomk:R (R: the fraction of values sent)")
     p.add_argument("--cross-iteration", action="store_true",
-                   help="overlap each step's parameter updates with the next forward pass even where the "
-                        "optimizer is not one that overlaps by default (torch's SGD, Adam, ... do; "
-                        "SYNCLINE_CROSS_ITERATION=0 turns it off)")
+                   help="overlap each step's parameter updates with the next forward pass "
+                        "(also SYNCLINE_CROSS_ITERATION=1)")
     p.add_argument("--single", action="store_true", help="train in this process alone, without Syncline")
     p.add_argument("--save", default=None, help="write the final parameters here ({rank} is replaced)")
     return p.parse_args()

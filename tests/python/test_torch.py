@@ -39,12 +39,12 @@ def test_cross_iteration_overlap_with_adam():
     run_checks("cross_iteration_adam", env={"SYNCLINE_DETERMINISTIC": 1})
 
 
-def test_cross_iteration_by_default_for_per_parameter_optimizers():
-    run_checks("cross_iteration_default")
+def test_cross_iteration_is_off_unless_asked_for_and_reads_wait_for_updates():
+    run_checks("cross_iteration_setting")
 
 
-def test_cross_iteration_off_when_the_setting_says_so():
-    run_checks("cross_iteration_default", env={"SYNCLINE_CROSS_ITERATION": 0})
+def test_cross_iteration_on_when_the_setting_says_so():
+    run_checks("cross_iteration_setting", env={"SYNCLINE_CROSS_ITERATION": 1})
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here: the CUDA path is tested where one is found")

@@ -214,15 +214,13 @@ class _SlowSGD(torch.optim.SGD):
         return super().step(closure)
 
 
-def cross_iteration_default():
-    """Overlap is on by default for torch's per-parameter optimizers only (off with
-    SYNCLINE_CROSS_ITERATION=0); reads and writes of a parameter by hand (state_dict(),
+def cross_iteration_setting():
+    """Overlap is off unless SYNCLINE_CROSS_ITERATION=1 (or cross_iteration=True); reads and writes of a parameter by hand (state_dict(),
     load_state_dict(), detach(), an in-place clamp) wait for its update, reads of its shape do not;
     step(closure) runs without overlap."""
     rank, size = bps.rank(), bps.size()
     mean = sum(r + 1 for r in range(size)) / size
-    setting = os.environ.get("SYNCLINE_CROSS_ITERATION")
-    default = setting != "0"
+    default = os.environ.get("SYNCLINE_CROSS_ITERATION") == "1"
     made = {}
     for label, make in (("sgd", lambda ps: torch.optim.SGD(ps, lr=0.1)), ("adam", lambda ps: torch.optim.Adam(ps)),
                         ("lbfgs", lambda ps: torch.optim.LBFGS(ps)), ("subclass", lambda ps: _SlowSGD(ps, lr=0.1))):
@@ -230,7 +228,7 @@ def cross_iteration_default():
         made[label] = bps.DistributedOptimizer(make(model.parameters()),
                                                named_parameters=[(f"{label}.{n}", p) for n, p in model.named_parameters()])
     got = {label: o.cross_iteration for label, o in made.items()}
-    assert got == {"sgd": default, "adam": default, "lbfgs": False, "subclass": False}, got
+    assert got == {"sgd": default, "adam": default, "lbfgs": default, "subclass": default}, got
 
     model = torch.nn.Linear(4, 1, bias=False)
     with torch.no_grad():
@@ -342,7 +340,7 @@ def cuda_sums():
 
 
 CHECKS = {f.__name__: f for f in (early_finish, exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam,
-                                            cross_iteration_default, optimizer_api,
+                                            cross_iteration_setting, optimizer_api,
                                             cuda_sums)}
 
 if __name__ == "__main__":

@@ -4,8 +4,7 @@ As in byteps.torch and horovod.torch, it wraps the user's optimizer in a
 subclass of its own class: backward posts each gradient through the scheduling
 proxy as it is produced (syncline.torch.gradient_sync), and step() waits for
 the sums still missing before the update runs. With cross-iteration overlap
-(by default for torch's own per-parameter optimizers in bsp mode; set by
-SYNCLINE_CROSS_ITERATION or cross_iteration=), step() returns at once and each
+(SYNCLINE_CROSS_ITERATION=1, or cross_iteration=True), step() returns at once and each
 parameter is updated as soon as its own sum is back, the next forward pass
 waiting only for its own layer's parameters (syncline.torch.cross_iteration).
 In osp mode (SYNCLINE_SYNC_MODE=osp) no gradient
@@ -29,16 +28,6 @@ from syncline.torch.cross_iteration import CrossIterationUpdater
 from syncline.torch.gradient_sync import GradientSync
 from syncline.torch.model_sync import ModelSync
 from syncline.torch.stale_sync import StaleSync
-
-
-# torch's optimizers whose update of a parameter reads only that parameter, its gradient and its
-# own state: updating them one group of parameters at a time (cross-iteration overlap) gives what
-# one step() over all would. Others (LBFGS, any subclass or third-party optimizer) overlap only
-# when asked (SYNCLINE_CROSS_ITERATION=1 or cross_iteration=True).
-_PER_PARAMETER_OPTIMIZERS = frozenset(
-    getattr(torch.optim, name) for name in ("SGD", "Adam", "AdamW", "Adagrad", "Adamax", "Adadelta", "ASGD",
-                                             "NAdam", "RAdam", "RMSprop", "Rprop", "Adafactor")
-    if hasattr(torch.optim, name))
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -74,11 +63,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 else StaleSync(named, compression, prefix="ssp.")
         else:
             self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
-            if cross_iteration is None:
-                # Unset: overlap where it is known to change nothing but the time (bsp, torch's own
-                # optimizers that update each parameter from its own gradient and state alone).
-                cross_iteration = (worker.sync_mode == "bsp"
-                                   and self.__class__.__mro__[1] in _PER_PARAMETER_OPTIMIZERS)
+            # Unset: off. On by default it measured 0-6% faster on the emulated cluster, not
+            # consistently (docs/decisions.md).
+            cross_iteration = bool(cross_iteration)
         self._last_step_end_us = None
         self._synchronized = False  # synchronize() ran since the last step()
         self._ready = []  # with overlap: (parameter, hyperparameters, grad) whose sums synchronize() waited for
@@ -237,9 +224,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     logs and errors; without it they are numbered. `backward_passes_per_step`:
     gradients accumulate locally over that many backward passes, then go out.
     `cross_iteration`: overlap each step's updates with the next forward pass
-    (default: the SYNCLINE_CROSS_ITERATION setting; where that is unset, on
-    for torch.optim's per-parameter optimizers such as SGD and Adam in bsp
-    mode, off otherwise; docs/python.md says what it changes). Every worker must build
+    (default: the SYNCLINE_CROSS_ITERATION setting, off where unset;
+    docs/python.md says what it changes). Every worker must build
     the optimizer over the same parameters, in order."""
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, cross_iteration)
