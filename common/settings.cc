@@ -96,15 +96,6 @@ std::function<Status(Settings&, const std::string&, long long)> Boolean(bool Set
   };
 }
 
-std::function<Status(Settings&, const std::string&, long long)> OptionalBoolean(
-    std::optional<bool> Settings::*field) {
-  return [=](Settings& s, const std::string& text, long long) -> Status {
-    SYNCLINE_ASSIGN_OR_RETURN(bool v, ParseBool(text));
-    s.*field = v;
-    return Status::Ok();
-  };
-}
-
 std::function<Status(Settings&, const std::string&, long long)> Text(
     std::string Settings::*field, std::set<std::string> allowed = {}) {
   return [=](Settings& s, const std::string& text, long long) -> Status {
@@ -172,7 +163,7 @@ const std::vector<Entry>& Entries() {
       {"SYNCLINE_SCHEDULING_CREDIT", {}, Integer(&Settings::scheduling_credit, 0, 1ll << 40)},
       {"BYTEPS_SCHEDULING_CREDIT", {}, Integer(&Settings::byteps_scheduling_credit, 0, 1 << 20)},
       {"SYNCLINE_AUTOTUNE", {}, Boolean(&Settings::autotune)},
-      {"SYNCLINE_CROSS_ITERATION", {}, OptionalBoolean(&Settings::cross_iteration)},
+      {"SYNCLINE_CROSS_ITERATION", {}, Boolean(&Settings::cross_iteration)},
       {"SYNCLINE_TRACE", {{"BYTEPS_TRACE_ON", 1}}, Boolean(&Settings::trace)},
       {"SYNCLINE_TRACE_DIR", {{"BYTEPS_TRACE_DIR", 1}}, Text(&Settings::trace_dir)},
       {"SYNCLINE_TRACE_START_STEP", {{"BYTEPS_TRACE_START_STEP", 1}},

@@ -233,9 +233,8 @@ struct Settings {
   // (ByteScheduler): each parameter's update runs as soon as its own sum is
   // back, and the next forward pass starts a layer once that layer's
   // parameters are updated, instead of after a barrier on the whole model.
-  // Unset: the shim decides (syncline.torch: off). The runtime itself does
-  // not use it.
-  std::optional<bool> cross_iteration;
+  // The runtime itself does not use it (syncline.torch's DistributedOptimizer does).
+  bool cross_iteration = false;
   // SYNCLINE_TRACE | BYTEPS_TRACE_ON. Each worker writes a Chrome-trace JSON
   // (open it in Perfetto) of every chunk's stages and of the compute spans
   // the framework glue reports, to SYNCLINE_TRACE_DIR/worker-<rank>.json at

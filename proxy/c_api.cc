@@ -52,10 +52,7 @@ int syncline_rank(const syncline_worker* w) { return w ? w->worker->rank() : -1;
 int syncline_size(const syncline_worker* w) { return w ? w->worker->num_workers() : -1; }
 int syncline_local_rank(const syncline_worker* w) { return w ? w->worker->local_rank() : -1; }
 int syncline_local_size(const syncline_worker* w) { return w ? w->worker->local_size() : -1; }
-int syncline_cross_iteration(const syncline_worker* w) {
-  if (!w || !w->worker->settings().cross_iteration.has_value()) return -1;
-  return *w->worker->settings().cross_iteration ? 1 : 0;
-}
+int syncline_cross_iteration(const syncline_worker* w) { return w && w->worker->settings().cross_iteration ? 1 : 0; }
 const char* syncline_sync_mode(const syncline_worker* w) {
   return w ? w->worker->settings().sync_mode.c_str() : nullptr;
 }

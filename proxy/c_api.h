@@ -37,8 +37,7 @@ SYNCLINE_EXPORT int syncline_size(const syncline_worker* w);
  * registration (host identity and SYNCLINE_HOST_LABEL; control/local_group.h). */
 SYNCLINE_EXPORT int syncline_local_rank(const syncline_worker* w);
 SYNCLINE_EXPORT int syncline_local_size(const syncline_worker* w);
-/* Whether the framework glue should overlap iterations (SYNCLINE_CROSS_ITERATION):
- * 1 on, 0 off, -1 unset (the glue chooses; -1 also without a worker). */
+/* 1 if the framework glue should overlap iterations (SYNCLINE_CROSS_ITERATION), else 0. */
 SYNCLINE_EXPORT int syncline_cross_iteration(const syncline_worker* w);
 /* The job's synchronization mode (SYNCLINE_SYNC_MODE): "bsp", "osp", "ssp"
  * or "async"; null without a worker. Framework glue runs osp itself; in ssp

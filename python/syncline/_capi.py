@@ -159,8 +159,7 @@ class Worker:
         self.size = self._lib.syncline_size(handle)
         self.local_rank = self._lib.syncline_local_rank(handle)
         self.local_size = self._lib.syncline_local_size(handle)
-        # SYNCLINE_CROSS_ITERATION: True or False, or None where unset (the shim chooses)
-        self.cross_iteration = {1: True, 0: False}.get(self._lib.syncline_cross_iteration(handle))
+        self.cross_iteration = self._lib.syncline_cross_iteration(handle) == 1
         self.sync_mode = self._lib.syncline_sync_mode(handle).decode()
         self.osp_period = self._lib.syncline_osp_period(handle)
         self._kernel_api = None

@@ -51,7 +51,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._model_sync = None  # osp and ssp modes: model changes are averaged instead of gradients
         self._sync = None
         if cross_iteration is None:
-            cross_iteration = worker.cross_iteration  # None where SYNCLINE_CROSS_ITERATION is unset
+            cross_iteration = worker.cross_iteration  # SYNCLINE_CROSS_ITERATION, off where unset
         if worker.sync_mode in ("osp", "ssp"):
             mode = worker.sync_mode
             if cross_iteration:
@@ -63,9 +63,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 else StaleSync(named, compression, prefix="ssp.")
         else:
             self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
-            # Unset: off. On by default it measured 0-6% faster on the emulated cluster, not
-            # consistently (docs/decisions.md).
-            cross_iteration = bool(cross_iteration)
         self._last_step_end_us = None
         self._synchronized = False  # synchronize() ran since the last step()
         self._ready = []  # with overlap: (parameter, hyperparameters, grad) whose sums synchronize() waited for
@@ -183,19 +180,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._model_sync.before_update()
             loss = self._base_step(closure)
             self._model_sync.after_update()
-        elif self._updater is None:
+        elif self._updater is None or closure is not None:
+            if self._updater is not None:  # the closure re-evaluates the model: this step runs without overlap
+                self._updater.wait()
+                self._ready = []  # sums that synchronize() waited for: used in place below
             if self._should_synchronize and not self._synchronized:
                 self._sync.synchronize()
             self._synchronized = False
-            loss = self._base_step(closure)
-        elif closure is not None:
-            # The closure re-evaluates the model: this step runs as without overlap.
-            self._updater.wait()
-            if self._synchronized:  # synchronize() waited for the sums already
-                self._ready, self._synchronized = [], False
-            elif self._should_synchronize:
-                for _, handle in self._sync.take_handles():
-                    ops.synchronize(handle)
             loss = self._base_step(closure)
         else:
             self._updater.wait()  # last step's updates: done by now unless a parameter is unused

@@ -42,7 +42,7 @@ TEST(SettingsTest, EmptyEnvironmentGivesDocumentedDefaults) {
   EXPECT_EQ(s.partition_bytes, 256ull << 10);
   EXPECT_FALSE(s.async);
   EXPECT_FALSE(s.deterministic);
-  EXPECT_FALSE(s.cross_iteration.has_value());  // unset: the shim chooses
+  EXPECT_FALSE(s.cross_iteration);
   EXPECT_EQ(s.local_rank, 0);
   EXPECT_EQ(s.local_size, 1);
   EXPECT_EQ(s.heartbeat_interval_ms, 1000);
@@ -101,7 +101,7 @@ TEST(SettingsTest, CanonicalNamesSetEveryField) {
   EXPECT_EQ(s.partition_bytes, 65536u);
   EXPECT_TRUE(s.async);
   EXPECT_TRUE(s.deterministic);
-  EXPECT_EQ(s.cross_iteration, std::optional<bool>(true));
+  EXPECT_TRUE(s.cross_iteration);
   EXPECT_EQ(s.heartbeat_interval_ms, 250);
   EXPECT_EQ(s.heartbeat_timeout_ms, 2000);
   EXPECT_EQ(s.startup_timeout_ms, 3000);
@@ -200,10 +200,10 @@ TEST(SettingsTest, TcpSendBufferIs32KiBByDefaultAndZeroMeansTheKernels) {
   EXPECT_FALSE(Settings::FromEnvironment({{"SYNCLINE_TCP_SEND_BUFFER_BYTES", "2147483648"}}).ok());
 }
 
-TEST(SettingsTest, CrossIterationIsUnsetOnOrOff) {
-  EXPECT_FALSE(MustParse({}).cross_iteration.has_value());
-  EXPECT_EQ(MustParse({{"SYNCLINE_CROSS_ITERATION", "0"}}).cross_iteration, std::optional<bool>(false));
-  EXPECT_EQ(MustParse({{"SYNCLINE_CROSS_ITERATION", "true"}}).cross_iteration, std::optional<bool>(true));
+TEST(SettingsTest, CrossIterationIsOffUnlessSet) {
+  EXPECT_FALSE(MustParse({}).cross_iteration);
+  EXPECT_FALSE(MustParse({{"SYNCLINE_CROSS_ITERATION", "0"}}).cross_iteration);
+  EXPECT_TRUE(MustParse({{"SYNCLINE_CROSS_ITERATION", "true"}}).cross_iteration);
   ExpectError({{"SYNCLINE_CROSS_ITERATION", "sometimes"}}, {"SYNCLINE_CROSS_ITERATION"});
 }
 

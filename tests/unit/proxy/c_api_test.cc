@@ -40,7 +40,7 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   EXPECT_EQ(1, syncline_size(w));
   EXPECT_EQ(0, syncline_local_rank(w));  // no local settings: alone on its host
   EXPECT_EQ(1, syncline_local_size(w));
-  EXPECT_EQ(-1, syncline_cross_iteration(w));  // unset unless SYNCLINE_CROSS_ITERATION says: the glue chooses
+  EXPECT_EQ(0, syncline_cross_iteration(w));  // off unless SYNCLINE_CROSS_ITERATION says so
   EXPECT_STREQ("bsp", syncline_sync_mode(w));  // unless SYNCLINE_SYNC_MODE says otherwise
   EXPECT_EQ(0, syncline_osp_period(w));  // chosen by the shims
   EXPECT_EQ(nullptr, syncline_sync_mode(nullptr));
