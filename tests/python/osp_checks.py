@@ -168,10 +168,15 @@ def refusals():
                  ["osp mode", "SYNCLINE_SYNC_MODE"], "a raw push_pull ran in osp mode")
     expect_error(bps.SynclineError, lambda: bps.push_pull_async_inplace(torch.ones(3), name="raw"),
                  ["osp mode"], "a raw push_pull_async_inplace ran in osp mode")
+    expect_error(bps.SynclineError, lambda: bps.allreduce(torch.ones(3), name="raw"),
+                 ["allreduce is refused in osp mode"], "Horovod's allreduce ran in osp mode")
     model = torch.nn.Linear(2, 1)
     expect_error(ValueError, lambda: bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                                               cross_iteration=True),
                  ["osp", "cross-iteration"], "cross-iteration overlap was accepted in osp mode")
+    expect_error(ValueError, lambda: bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                                              op=bps.Sum),
+                 ["op=Sum", "osp mode"], "op=Sum was accepted in osp mode")
     assert bps.broadcast_object({"rank": bps.rank()}, root_rank=0) == {"rank": 0}  # broadcasts still work
 
 

@@ -27,6 +27,10 @@ def test_bad_calls_raise_clear_errors():
     run_checks("errors")
 
 
+def test_horovod_names_of_the_collectives():
+    run_checks("horovod_names", workers=3)
+
+
 def test_backward_passes_per_step():
     run_checks("optimizer_passes")
 

@@ -149,6 +149,25 @@ def tape_and_broadcast():
     w.assign(w + float(rank))
     rebroadcast()
     assert np.array_equal(bps.broadcast(w, root_rank=0, name="check.graph").numpy(), w.numpy())
+    _horovod_names(rank, size)
+
+
+def _horovod_names(rank, size):
+    """horovod.tensorflow's allreduce: its ops and scale factors, eagerly and in tf.function; Adasum and op=Sum
+    where gradients are averaged are refused, named."""
+    mine = tf.range(6, dtype=tf.float32) * float(rank + 1)
+    total = np.arange(6, dtype=np.float32) * sum(r + 1 for r in range(size))
+    assert np.array_equal(bps.allreduce(mine * size, name="hvd.avg").numpy(), total), "allreduce averages by default"
+    assert np.array_equal(bps.allreduce(mine, op=bps.Sum, name="hvd.sum").numpy(), total)
+    in_graph = tf.function(lambda x: bps.allreduce(x, op=bps.Sum, prescale_factor=4.0, postscale_factor=0.5,
+                                                   name="hvd.scaled"))
+    assert np.array_equal(in_graph(mine).numpy(), total * 2)
+    expect_error(ValueError, lambda: bps.allreduce(mine, op=bps.Adasum), ["Adasum"], "op=Adasum was accepted")
+    expect_error(ValueError, lambda: bps.DistributedGradientTape(tf.GradientTape(), op=bps.Sum),
+                 ["DistributedGradientTape averages", "op=Sum"], "a summing tape was accepted")
+    import keras
+    expect_error(ValueError, lambda: bps.DistributedOptimizer(keras.optimizers.SGD(0.1), op=bps.Adasum),
+                 ["Adasum"], "an Adasum optimizer was accepted")
 
 
 def compressed_gradients():

@@ -9,6 +9,7 @@ import time
 
 import torch
 
+import least_squares as ls
 import syncline.torch as bps
 from expect import expect_error, run_check
 from syncline import _session
@@ -311,6 +312,100 @@ def optimizer_api():
     assert torch.equal(layer.bias, -torch.ones(3)), layer.bias
 
 
+def horovod_names():
+    """horovod.torch's names for the same collectives: allreduce with its ops and scale factors, broadcast,
+    allgather of uneven first dimensions in any dtype, and DistributedOptimizer(op=, gradient_predivide_factor=)."""
+    rank, size = bps.rank(), bps.size()
+    base = torch.arange(12, dtype=torch.float32) % 5
+    mine = base * (rank + 1)
+    total = base * sum(r + 1 for r in range(size))
+    assert torch.equal(bps.allreduce(mine * size, name="hvd.avg"), total), "allreduce averages by default"
+    assert torch.equal(bps.allreduce(mine, name="hvd.sum", op=bps.Sum), total)
+    assert torch.equal(bps.allreduce(mine, False, "hvd.sum.old"), total), "average=False sums (the older spelling)"
+    scaled = bps.allreduce(mine, name="hvd.scaled", op=bps.Sum, prescale_factor=4.0, postscale_factor=0.5)
+    assert torch.equal(scaled, total * 2), scaled
+    inplace = mine.clone()
+    assert bps.allreduce_(inplace, name="hvd.inplace", op=bps.Sum) is inplace
+    assert torch.equal(inplace, total)
+    assert torch.equal(bps.synchronize(bps.allreduce_async(mine, name="hvd.async", op=bps.Sum)), total)
+    inplace = mine.clone()
+    handle = bps.allreduce_async_(inplace, name="hvd.async_", op=bps.Sum, postscale_factor=2.0)
+    assert bps.synchronize(handle) is inplace and torch.equal(inplace, total * 2)
+    assert torch.equal(mine, base * (rank + 1)), "allreduce must not change its input"
+    x = torch.ones(4, requires_grad=True)
+    (bps.allreduce(x, name="hvd.grad", op=bps.Sum) * (rank + 1)).sum().backward()
+    assert torch.equal(x.grad, torch.full((4,), float(sum(r + 1 for r in range(size))))), x.grad
+    expect_error(ValueError, lambda: bps.allreduce(mine, name="hvd.adasum", op=bps.Adasum), ["Adasum", "op=Average"],
+                 "op=Adasum was accepted")
+    expect_error(ValueError, lambda: bps.allreduce(mine, average=True, op=bps.Sum), ["op=", "average="],
+                 "op and average together were accepted")
+    expect_error(ValueError, lambda: bps.allreduce(mine, op="max"), ["'max'", "Average or Sum"],
+                 "an unknown op was accepted")
+
+    big = torch.tensor([2**62 + rank, -7], dtype=torch.int64)
+    got = bps.broadcast(big, root_rank=1, name="hvd.big")
+    assert got.tolist() == [2**62 + 1, -7] and big.tolist() == [2**62 + rank, -7], (got, big)
+    assert bps.broadcast_(big, 0) is big and big.tolist() == [2**62, -7]
+
+    rows = torch.full((rank + 1, 2), 2**40 + rank, dtype=torch.int64)
+    gathered = bps.allgather(rows, name="hvd.rows")
+    assert gathered.tolist() == [[2**40 + r] * 2 for r in range(size) for _ in range(r + 1)], gathered
+    halves = bps.allgather(torch.full((1,), rank + 0.5, dtype=torch.bfloat16))
+    assert halves.dtype == torch.bfloat16 and halves.tolist() == [r + 0.5 for r in range(size)]
+    expect_error(ValueError, lambda: bps.allgather(torch.zeros(2, rank + 1)), ["every dimension but the first",
+                                                                              "rank 1: torch.float32 [2, 2]"],
+                 "tensors of different trailing dimensions were gathered")
+    expect_error(ValueError, lambda: bps.allgather(torch.tensor(1.0)), ["at least one dimension"],
+                 "a 0-dimensional tensor was gathered")
+    assert bps.allgather_object({"rank": rank}) == [{"rank": r} for r in range(size)]
+
+    mean = sum(r + 1 for r in range(size)) / size
+    for label, kwargs, expected in (("sum", {"op": bps.Sum}, 1.0 - 0.25 * mean * size),
+                                    ("predivided", {"gradient_predivide_factor": 4.0}, 1.0 - 0.25 * mean)):
+        model = torch.nn.Linear(4, 1, bias=False)
+        with torch.no_grad():
+            model.weight.fill_(1.0)
+        named = [(label + "." + n, p) for n, p in model.named_parameters()]
+        optimizer = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.25), named_parameters=named,
+                                             **kwargs)
+        model(torch.full((1, 4), float(rank + 1))).sum().backward()
+        optimizer.step()
+        assert torch.equal(model.weight, torch.full((1, 4), expected)), (label, model.weight)
+    layer = torch.nn.Linear(2, 1)
+    expect_error(ValueError, lambda: bps.DistributedOptimizer(torch.optim.SGD(layer.parameters(), lr=0.1),
+                                                              op=bps.Adasum), ["Adasum"], "op=Adasum was accepted")
+    expect_error(ValueError, lambda: bps.DistributedOptimizer(torch.optim.SGD(layer.parameters(), lr=0.1), op=bps.Sum,
+                                                              gradient_predivide_factor=2.0),
+                 ["op=Average"], "a predivide factor with op=Sum was accepted")
+    _trains_as_horovod_scripts_do()
+
+
+def _trains_as_horovod_scripts_do():
+    """Horovod's example pattern, through its names: workers seeded apart, broadcast, DistributedOptimizer with
+    op=Average, fp16 compression and a predivide factor, and each step's loss averaged with allreduce (every
+    worker sees the same); least squares, whose averaged loss must fall to under a hundredth of its start."""
+    rank = bps.rank()
+    torch.manual_seed(rank)
+    model = torch.nn.Linear(ls.INPUTS, ls.OUTPUTS, bias=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=ls.LEARNING_RATE)
+    bps.broadcast_parameters(model.state_dict(), root_rank=0)
+    bps.broadcast_optimizer_state(optimizer, root_rank=0)
+    named = [("hvd.train." + n, p) for n, p in model.named_parameters()]
+    optimizer = bps.DistributedOptimizer(optimizer, named_parameters=named, compression=bps.Compression.fp16,
+                                         op=bps.Average, gradient_predivide_factor=2.0)
+    losses = []
+    for step in range(ls.STEPS):
+        x, y = (torch.from_numpy(a) for a in ls.batch(rank, step))
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(bps.allreduce(loss.detach(), name="avg_loss").item())
+    seen = bps.allgather(torch.tensor(losses[-1:]))
+    assert torch.all(seen == losses[-1]), ("the averaged loss differs between workers", seen)
+    assert losses[-1] < losses[0] / 100, losses
+
+
 def cuda_sums():
     """CUDA tensors (chunk by chunk through the device stages, after torch's stream): exact sums in place
     and out of place, of a tensor of many chunks made on a busy side stream that nobody synchronises,
@@ -340,7 +435,7 @@ def cuda_sums():
 
 
 CHECKS = {f.__name__: f for f in (early_finish, exact_sums, broadcasts, errors, dead_peer, optimizer_passes, cross_iteration_adam,
-                                            cross_iteration_setting, optimizer_api,
+                                            cross_iteration_setting, optimizer_api, horovod_names,
                                             cuda_sums)}
 
 if __name__ == "__main__":

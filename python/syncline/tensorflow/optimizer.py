@@ -22,6 +22,7 @@ import tensorflow as tf
 from syncline import _session
 from syncline.compression import native_form
 from syncline.errors import SynclineError
+from syncline.reduce_ops import Average, only_average
 from syncline.tensorflow.model_sync import ModelSync
 from syncline.tensorflow.stale_sync import StaleSync
 from syncline.tensorflow.ops import Compression, average_gradients, graph_builder, refuse_xla, variable_name
@@ -101,13 +102,15 @@ class _SynclineApply:
 _DISTRIBUTED_CLASSES = {}  # the user's optimizer class -> its distributed subclass
 
 
-def DistributedOptimizer(optimizer, name=None, compression=Compression.none, sparse_as_dense=True, **unsupported):
+def DistributedOptimizer(optimizer, name=None, compression=Compression.none, sparse_as_dense=True, op=Average,
+                         **unsupported):
     """Makes the Keras 3 `optimizer` average its gradients across all workers before each update and
     returns it. The object itself is turned into a subclass of its class, so its configuration
     (custom schedules, callables, subclass arguments), and its state if it was already built,
     stay exactly as they were."""
     import keras
 
+    only_average(op, "DistributedOptimizer")
     if unsupported:
         raise TypeError(
             "DistributedOptimizer got unsupported arguments " + ", ".join(sorted(unsupported)) +

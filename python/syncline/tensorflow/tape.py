@@ -6,11 +6,13 @@ most urgent), and are waited for together.
 """
 import tensorflow as tf
 
+from syncline.reduce_ops import Average, only_average
 from syncline.tensorflow.ops import Compression, average_gradients, graph_builder, variable_name
 
 
 class DistributedGradientTape:
-    def __init__(self, gradtape, compression=Compression.none):
+    def __init__(self, gradtape, compression=Compression.none, op=Average):
+        only_average(op, "DistributedGradientTape")
         self._tape = gradtape
         self._compression = compression
 

@@ -9,6 +9,19 @@ BytePS or Horovod script moves over by changing its import to
 from syncline.errors import NotInitializedError, SynclineError
 from syncline.torch.broadcast import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from syncline.torch.compression import Compression
+from syncline.torch.horovod_names import (
+    Adasum,
+    Average,
+    Sum,
+    allgather,
+    allgather_object,
+    allreduce,
+    allreduce_,
+    allreduce_async,
+    allreduce_async_,
+    broadcast,
+    broadcast_,
+)
 from syncline.torch.optimizer import DistributedOptimizer
 from syncline.torch.ops import (
     SUPPORTED_DTYPES,
@@ -30,8 +43,9 @@ from syncline.torch.ops import (
 from syncline.torch.parallel import DistributedDataParallel
 
 __all__ = [
-    "Compression", "DistributedDataParallel", "DistributedOptimizer", "NotInitializedError", "SUPPORTED_DTYPES",
-    "SynclineError", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters", "declare", "init", "is_initialized",
-    "local_rank", "local_size", "poll", "push_pull", "push_pull_async", "push_pull_async_inplace",
-    "push_pull_inplace", "rank", "shutdown", "size", "synchronize",
+    "Adasum", "Average", "Compression", "DistributedDataParallel", "DistributedOptimizer", "NotInitializedError",
+    "SUPPORTED_DTYPES", "Sum", "SynclineError", "allgather", "allgather_object", "allreduce", "allreduce_",
+    "allreduce_async", "allreduce_async_", "broadcast", "broadcast_", "broadcast_object", "broadcast_optimizer_state",
+    "broadcast_parameters", "declare", "init", "is_initialized", "local_rank", "local_size", "poll", "push_pull",
+    "push_pull_async", "push_pull_async_inplace", "push_pull_inplace", "rank", "shutdown", "size", "synchronize",
 ]

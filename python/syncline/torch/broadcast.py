@@ -32,7 +32,8 @@ def broadcast_tensor_(tensor, root_rank, name):
             tensor.copy_(received)
 
 
-def _check_root(root_rank):
+def check_root(root_rank):
+    """Raises ValueError unless `root_rank` is a worker rank of this job."""
     size = _session.current().worker.size
     if not isinstance(root_rank, int) or not 0 <= root_rank < size:
         raise ValueError(f"root_rank {root_rank!r} is not a worker rank (0..{size - 1})")
@@ -43,7 +44,7 @@ def broadcast_parameters(params, root_rank):
 
     `params`: a state_dict, a dict of tensors, or (name, tensor) pairs such as
     model.named_parameters(). Every worker passes the same names."""
-    _check_root(root_rank)
+    check_root(root_rank)
     items = sorted(params.items()) if isinstance(params, dict) else list(params)
     for name, tensor in items:
         if tensor is None:
@@ -55,7 +56,7 @@ def broadcast_parameters(params, root_rank):
 
 def broadcast_object(obj, root_rank=0, name=None):
     """Returns root_rank's `obj` on every worker (pickled; `obj` is ignored elsewhere)."""
-    _check_root(root_rank)
+    check_root(root_rank)
     session = _session.current()
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if session.worker.rank == root_rank else b""
     return pickle.loads(session.broadcast_bytes(data, root_rank))
@@ -67,7 +68,7 @@ def broadcast_optimizer_state(optimizer, root_rank):
     The state goes as one serialized state_dict, so it works whether or not a
     worker's optimizer has taken a step yet; load_state_dict then puts each
     tensor on its parameter's device."""
-    _check_root(root_rank)
+    check_root(root_rank)
     session = _session.current()
     data = b""
     if session.worker.rank == root_rank:

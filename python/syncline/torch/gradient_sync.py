@@ -51,13 +51,15 @@ _owners = weakref.WeakValueDictionary()
 
 
 class GradientSync:
-    """Pushes and pulls the gradients of `named_parameters` (each averaged over workers)."""
+    """Pushes and pulls the gradients of `named_parameters` (each averaged over workers, or summed)."""
 
-    def __init__(self, named_parameters, compression, backward_passes_per_step, prefix, on_first_hook=None):
+    def __init__(self, named_parameters, compression, backward_passes_per_step, prefix, on_first_hook=None,
+                 average=True):
         if backward_passes_per_step < 1:
             raise ValueError(f"backward_passes_per_step must be at least 1, got {backward_passes_per_step}")
         session = _session.current()
         self._compression = compression
+        self._average = average  # False: summed (Horovod's op=Sum)
         self._passes = backward_passes_per_step
         self._on_first_hook = on_first_hook
         self._params = []  # (name, parameter), declaration order
@@ -138,7 +140,7 @@ class GradientSync:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         self._handles[key] = ops.push_pull_async_inplace(
-            p.grad, average=True, name=self._name_of[key], priority=self._priority[key],
+            p.grad, average=self._average, name=self._name_of[key], priority=self._priority[key],
             compression=self._compression)
 
     def take_handles(self):

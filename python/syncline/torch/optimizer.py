@@ -22,16 +22,19 @@ import threading
 import torch
 
 from syncline import _session
+from syncline.reduce_ops import Average, averages
 from syncline.torch import ops
 from syncline.torch.compression import Compression
 from syncline.torch.cross_iteration import CrossIterationUpdater
 from syncline.torch.gradient_sync import GradientSync
+from syncline.torch.horovod_names import Predivided
 from syncline.torch.model_sync import ModelSync
 from syncline.torch.stale_sync import StaleSync
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step, cross_iteration):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, cross_iteration,
+                 average=True):
         self._own_thread_groups = threading.local()  # the updater thread's one-parameter view
         self._constructed = False
         super(self.__class__, self).__init__(params)
@@ -54,6 +57,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             cross_iteration = worker.cross_iteration  # SYNCLINE_CROSS_ITERATION, off where unset
         if worker.sync_mode in ("osp", "ssp"):
             mode = worker.sync_mode
+            if not average:
+                raise ValueError(f"op=Sum sums gradients, and {mode} mode (SYNCLINE_SYNC_MODE={mode}) averages the "
+                                 "workers' model changes instead: use op=Average")
             if cross_iteration:
                 raise ValueError(f"cross-iteration overlap (SYNCLINE_CROSS_ITERATION) overlaps gradient sums, and "
                                  f"{mode} mode (SYNCLINE_SYNC_MODE={mode}) sums none: choose one")
@@ -62,7 +68,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._model_sync = ModelSync(named, worker.osp_period, compression, prefix="osp.") if mode == "osp" \
                 else StaleSync(named, compression, prefix="ssp.")
         else:
-            self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.")
+            self._sync = GradientSync(named, compression, backward_passes_per_step, prefix="grad.", average=average)
         self._last_step_end_us = None
         self._synchronized = False  # synchronize() ran since the last step()
         self._ready = []  # with overlap: (parameter, hyperparameters, grad) whose sums synchronize() waited for
@@ -208,17 +214,28 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
-                         cross_iteration=None):
+                         op=Average, gradient_predivide_factor=1.0, cross_iteration=None):
     """Wraps `optimizer` so that step() uses gradients averaged over every worker.
 
     `named_parameters` (e.g. model.named_parameters()) names the gradients in
     logs and errors; without it they are numbered. `backward_passes_per_step`:
     gradients accumulate locally over that many backward passes, then go out.
-    `cross_iteration`: overlap each step's updates with the next forward pass
+    `op`, `gradient_predivide_factor`: Horovod's arguments. op=Sum sums the
+    gradients instead (bsp and async modes). A predivide factor f (with
+    op=Average, as in Horovod) divides each gradient by f before the sum and
+    multiplies the average by f after it: the same average, summed from
+    smaller values (float16 compression). `cross_iteration`: overlap each step's updates with the next forward pass
     (default: the SYNCLINE_CROSS_ITERATION setting, off where unset;
     docs/python.md says what it changes). Every worker must build
     the optimizer over the same parameters, in order."""
+    average = averages(op)
+    if gradient_predivide_factor != 1.0:
+        if not average:
+            raise ValueError("gradient_predivide_factor goes with op=Average (as in Horovod): it splits the "
+                             "average's division around the sum")
+        compression = Predivided(compression, gradient_predivide_factor)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
-    wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, cross_iteration)
+    wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, cross_iteration,
+                  average)
     wrapped.load_state_dict(optimizer.state_dict())
     return wrapped

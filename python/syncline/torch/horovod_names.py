@@ -1,0 +1,109 @@
+"""The collectives of horovod.torch under Horovod's names, so that a Horovod script moves over by its import.
+
+byteps.torch calls a sum across workers push_pull; Horovod calls it allreduce, with a reduction op
+(Average, Sum) and scale factors, and adds allgather. These are those calls over Syncline's
+push_pull and broadcast: same arguments, same results. Adasum (Horovod's adaptive summation) has no
+counterpart on a parameter server, and is refused with that reason.
+"""
+import torch
+
+from syncline import _session
+from syncline.reduce_ops import Adasum, Average, Sum, allreduce_averages  # noqa: F401 (Horovod's names)
+from syncline.torch import ops
+from syncline.torch.broadcast import broadcast_object, broadcast_tensor_, check_root
+from syncline.torch.compression import Compression
+
+
+class Predivided:
+    """Horovod's gradient_predivide_factor around a compressor: each tensor is divided by `factor`
+    before the sum and multiplied by it after (the servers divide the sum by the number of workers),
+    so an average of float16 values sums smaller ones, as Horovod's does."""
+
+    def __init__(self, inner, factor):
+        if not factor > 0:
+            raise ValueError(f"gradient_predivide_factor must be positive, got {factor!r}")
+        self.inner, self.factor = inner, float(factor)
+        self.native = getattr(inner, "native", None)
+
+    def compress(self, tensor):
+        sent, ctx = self.inner.compress(tensor / self.factor)
+        return sent, (ctx,)
+
+    def decompress(self, tensor, ctx):
+        return self.inner.decompress(tensor, ctx[0]) * self.factor
+
+    def wire_dtype(self, dtype):
+        return self.inner.wire_dtype(dtype)
+
+
+def _scaled(tensor, prescale_factor, postscale_factor):
+    """The tensor to send: the sum is linear, so both factors apply before it (a new tensor, differentiable)."""
+    factor = prescale_factor * postscale_factor
+    return tensor if factor == 1.0 else tensor * factor
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+              postscale_factor=1.0):
+    """The average (op=Average, the default) or sum (op=Sum) of `tensor` over the workers, as a new
+    tensor; differentiable. push_pull under Horovod's name."""
+    mean = allreduce_averages(op, average)
+    return ops.push_pull(_scaled(tensor, prescale_factor, postscale_factor), mean, name, compression=compression)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Starts allreduce; returns a handle for synchronize() (or poll())."""
+    mean = allreduce_averages(op, average)
+    return ops.push_pull_async(_scaled(tensor, prescale_factor, postscale_factor), mean, name)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Starts allreduce into `tensor` itself; returns a handle for synchronize()."""
+    mean = allreduce_averages(op, average)
+    factor = prescale_factor * postscale_factor
+    if factor != 1.0:
+        with torch.no_grad():
+            tensor.mul_(factor)
+    return ops.push_pull_async_inplace(tensor, mean, name)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """allreduce into `tensor` itself; returns it."""
+    return ops.synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor))
+
+
+def broadcast_(tensor, root_rank, name=None):
+    """Overwrites `tensor` with root_rank's, exactly (any dtype); returns it."""
+    check_root(root_rank)
+    if name is None:
+        name = _session.current().unnamed("tensor")
+    broadcast_tensor_(tensor, root_rank, "broadcast." + name)
+    return tensor
+
+
+def broadcast(tensor, root_rank, name=None):
+    """root_rank's `tensor`, as a new tensor on every worker (exactly; any dtype)."""
+    return broadcast_(tensor.detach().clone(), root_rank, name)
+
+
+def allgather_object(obj, name=None):
+    """Every worker's `obj` (picklable), as a list in rank order."""
+    return [broadcast_object(obj, root) for root in range(_session.current().worker.size)]
+
+
+def allgather(tensor, name=None):
+    """The workers' tensors concatenated along the first dimension, in rank order, on every worker.
+
+    The first dimension may differ from worker to worker; the others and the dtype must agree. Exact
+    for every dtype. Each worker's tensor is one broadcast (for metrics, predictions and other small
+    tensors: gradients go through allreduce)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"allgather takes a torch.Tensor, not {type(tensor).__name__}")
+    if tensor.dim() == 0:
+        raise ValueError("allgather needs a tensor of at least one dimension: it concatenates along the first")
+    parts = allgather_object(tensor.detach().cpu().contiguous(), name)
+    for part in parts:
+        if part.dtype != tensor.dtype or part.shape[1:] != tensor.shape[1:]:
+            shapes = ", ".join(f"rank {r}: {p.dtype} {list(p.shape)}" for r, p in enumerate(parts))
+            raise ValueError(f"allgather{f' {name!r}' if name else ''}: the workers' tensors must agree in dtype "
+                             f"and in every dimension but the first ({shapes})")
+    return torch.cat(parts).to(tensor.device)
