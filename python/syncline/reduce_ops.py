@@ -3,6 +3,7 @@ of them Syncline runs, and how (the servers average or sum)."""
 import enum
 
 from syncline import _session
+from syncline.errors import SynclineError
 
 
 class ReduceOp(enum.Enum):
@@ -21,6 +22,8 @@ def averages(op, average=None):
     if op is not None and average is not None:
         raise ValueError("pass op= or average=, not both (op supersedes average, as in Horovod)")
     if average is not None:
+        if average not in (True, False):
+            raise TypeError(f"average= takes True or False, not {average!r} (a name goes in name=)")
         return bool(average)
     if op is None or op is ReduceOp.AVERAGE:
         return True
@@ -33,11 +36,48 @@ def averages(op, average=None):
 
 
 def allreduce_averages(op, average):
-    """averages(op, average) for an allreduce call, refused where the job sums model changes (osp, ssp)."""
+    """averages(op, average) for an allreduce call, refused where a sum would not be this call's:
+    where the job sums model changes (osp, ssp), and in async mode."""
     session = _session.current()
     if session.sums_models:
         session.refuse_raw_sums("allreduce")
+    if session.sync_mode == "async":
+        raise SynclineError(
+            "allreduce is refused in async mode (SYNCLINE_SYNC_MODE=async): there the servers keep a running "
+            "total of every push, so a sum would not be this call's. push_pull keeps BytePS's asynchronous "
+            "meaning; for values to log, use broadcast_object")
     return averages(op, average)
+
+
+class Scaled:
+    """A compressor (the shims' compress/decompress pair) that multiplies each tensor by `pre` before
+    it is sent and the result by `post` once it is back: Horovod's prescale and postscale factors,
+    and its gradient_predivide_factor f as pre = 1/f, post = f. Split so, an average of float16
+    values sums smaller ones, which is what the factors are for. Works on torch and TensorFlow
+    tensors alike; every other attribute (wire_dtype, native) is the inner compressor's."""
+
+    def __init__(self, inner, pre=1.0, post=1.0):
+        self.inner, self.pre, self.post = inner, float(pre), float(post)
+
+    def compress(self, tensor):
+        sent, ctx = self.inner.compress(tensor * self.pre if self.pre != 1.0 else tensor)
+        return sent, (ctx,)  # never None: the sum lands in a buffer of its own, scaled on return
+
+    def decompress(self, tensor, ctx):
+        result = self.inner.decompress(tensor, ctx[0])
+        return result * self.post if self.post != 1.0 else result
+
+    def __getattr__(self, name):
+        if name == "inner":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def scaled(compression, prescale_factor, postscale_factor):
+    """`compression`, with Horovod's scale factors where they are not 1."""
+    if prescale_factor == 1.0 and postscale_factor == 1.0:
+        return compression
+    return Scaled(compression, prescale_factor, postscale_factor)
 
 
 def only_average(op, what):

@@ -79,10 +79,15 @@ def refusals_and_broadcasts():
     """What ssp cannot honour is refused with the reason; broadcasts, summed as whole rounds, work every time."""
     expect_error(bps.SynclineError, lambda: bps.push_pull(torch.ones(3), name="raw"),
                  ["ssp mode", "running total", "SYNCLINE_SYNC_MODE"], "a raw push_pull ran in ssp mode")
+    expect_error(bps.SynclineError, lambda: bps.allreduce(torch.ones(3), name="raw"),
+                 ["allreduce is refused in ssp mode"], "Horovod's allreduce ran in ssp mode")
     model = torch.nn.Linear(2, 1)
     expect_error(ValueError, lambda: bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                                               cross_iteration=True),
                  ["ssp", "cross-iteration"], "cross-iteration overlap was accepted in ssp mode")
+    expect_error(ValueError, lambda: bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                                              op=bps.Sum),
+                 ["op=Sum", "ssp mode"], "op=Sum was accepted in ssp mode")
     for time_ in range(3):
         assert bps.broadcast_object({"time": time_, "rank": bps.rank()}, root_rank=time_ % 2) == \
             {"time": time_, "rank": time_ % 2}

@@ -31,6 +31,27 @@ def test_horovod_names_of_the_collectives():
     run_checks("horovod_names", workers=3)
 
 
+def test_allreduce_is_refused_in_async_mode_where_push_pull_keeps_its_meaning():
+    """In async mode the servers keep a running total: Horovod's allreduce (a sum of this call's
+    tensors) is refused saying so, and push_pull returns the running total, as BytePS's does."""
+    script = ("import torch, syncline.torch as hvd\n"
+              "hvd.init()\n"
+              "try:\n"
+              "    hvd.allreduce(torch.ones(3), name='metric')\n"
+              "except hvd.SynclineError as e:\n"
+              "    assert 'async mode' in str(e) and 'running total' in str(e), e\n"
+              "else:\n"
+              "    raise AssertionError('allreduce ran in async mode')\n"
+              "got = hvd.push_pull(torch.ones(3), average=False, name='pushed')\n"
+              "assert got.shape == (3,), got\n"
+              "print('async refusal ok', flush=True)\n"
+              "hvd.shutdown()")
+    code, out = run_job(2, [sys.executable, "-c", script], env={"SYNCLINE_SYNC_MODE": "async"}, timeout=120)
+    assert code == 0, out
+    for rank in range(2):
+        assert "async refusal ok" in worker_lines(out, rank), out
+
+
 def test_backward_passes_per_step():
     run_checks("optimizer_passes")
 

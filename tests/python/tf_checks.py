@@ -162,6 +162,14 @@ def _horovod_names(rank, size):
     in_graph = tf.function(lambda x: bps.allreduce(x, op=bps.Sum, prescale_factor=4.0, postscale_factor=0.5,
                                                    name="hvd.scaled"))
     assert np.array_equal(in_graph(mine).numpy(), total * 2)
+    # The factors on either side of the sum: float16 values whose sum overflows float16 average exactly.
+    halves = tf.fill((4,), tf.constant(40960.0, tf.float16))
+    got = bps.allreduce(halves, prescale_factor=0.25, postscale_factor=4.0, name="hvd.fp16.factors")
+    assert np.array_equal(got.numpy(), halves.numpy()), got
+    import syncline.tensorflow.keras as keras_hvd  # horovod.tensorflow.keras's order: the name second
+    assert np.array_equal(keras_hvd.allreduce(mine * size, "hvd.keras").numpy(), total)
+    expect_error(TypeError, lambda: bps.allreduce(mine, "hvd.misplaced"), ["average=", "name="],
+                 "a name in average= was taken for True")
     expect_error(ValueError, lambda: bps.allreduce(mine, op=bps.Adasum), ["Adasum"], "op=Adasum was accepted")
     expect_error(ValueError, lambda: bps.DistributedGradientTape(tf.GradientTape(), op=bps.Sum),
                  ["DistributedGradientTape averages", "op=Sum"], "a summing tape was accepted")

@@ -331,6 +331,11 @@ def horovod_names():
     inplace = mine.clone()
     handle = bps.allreduce_async_(inplace, name="hvd.async_", op=bps.Sum, postscale_factor=2.0)
     assert bps.synchronize(handle) is inplace and torch.equal(inplace, total * 2)
+    # The factors apply on either side of the sum, as Horovod's: float16 values whose sum overflows float16
+    # (40960 x 2 or more workers) average exactly when prescaled by 1/4 and postscaled by 4.
+    halves = torch.full((8,), 40960.0, dtype=torch.float16)
+    got = bps.allreduce(halves, name="hvd.fp16.factors", prescale_factor=0.25, postscale_factor=4.0)
+    assert got.dtype == torch.float16 and torch.equal(got, halves), got
     assert torch.equal(mine, base * (rank + 1)), "allreduce must not change its input"
     x = torch.ones(4, requires_grad=True)
     (bps.allreduce(x, name="hvd.grad", op=bps.Sum) * (rank + 1)).sum().backward()
@@ -359,16 +364,21 @@ def horovod_names():
                  "a 0-dimensional tensor was gathered")
     assert bps.allgather_object({"rank": rank}) == [{"rank": r} for r in range(size)]
 
+    # op=Sum; and float16 gradients of 10000 x size x (rank + 1), of which rank 2's overflows float16 (90000 with
+    # 3 workers) unless divided by the predivide factor (size) first: the average (60000) then comes back exact.
     mean = sum(r + 1 for r in range(size)) / size
-    for label, kwargs, expected in (("sum", {"op": bps.Sum}, 1.0 - 0.25 * mean * size),
-                                    ("predivided", {"gradient_predivide_factor": 4.0}, 1.0 - 0.25 * mean)):
+    big = 10000.0 * size
+    for label, kwargs, scale, lr, expected in (
+            ("sum", {"op": bps.Sum}, 1.0, 0.25, 1.0 - 0.25 * mean * size),
+            ("predivided", {"gradient_predivide_factor": float(size), "compression": bps.Compression.fp16}, big,
+             2.0**-16, 1.0 - 2.0**-16 * big * mean)):
         model = torch.nn.Linear(4, 1, bias=False)
         with torch.no_grad():
             model.weight.fill_(1.0)
         named = [(label + "." + n, p) for n, p in model.named_parameters()]
-        optimizer = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.25), named_parameters=named,
+        optimizer = bps.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=lr), named_parameters=named,
                                              **kwargs)
-        model(torch.full((1, 4), float(rank + 1))).sum().backward()
+        model(torch.full((1, 4), scale * (rank + 1))).sum().backward()
         optimizer.step()
         assert torch.equal(model.weight, torch.full((1, 4), expected)), (label, model.weight)
     layer = torch.nn.Linear(2, 1)

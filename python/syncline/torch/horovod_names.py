@@ -2,68 +2,41 @@
 
 byteps.torch calls a sum across workers push_pull; Horovod calls it allreduce, with a reduction op
 (Average, Sum) and scale factors, and adds allgather. These are those calls over Syncline's
-push_pull and broadcast: same arguments, same results. Adasum (Horovod's adaptive summation) has no
-counterpart on a parameter server, and is refused with that reason.
+push_pull and broadcast, with Horovod's arguments. What differs: the tensors are push_pull's
+(floating point; an integer one is refused naming the dtypes), broadcast and allgather are not
+differentiable, and Adasum (Horovod's adaptive summation) has no counterpart on a parameter server
+and is refused with that reason, as allreduce is in osp, ssp and async modes.
 """
 import torch
 
 from syncline import _session
-from syncline.reduce_ops import Adasum, Average, Sum, allreduce_averages  # noqa: F401 (Horovod's names)
+from syncline.reduce_ops import Adasum, Average, Sum, allreduce_averages, scaled  # noqa: F401 (Horovod's names)
 from syncline.torch import ops
 from syncline.torch.broadcast import broadcast_object, broadcast_tensor_, check_root
 from syncline.torch.compression import Compression
 
 
-class Predivided:
-    """Horovod's gradient_predivide_factor around a compressor: each tensor is divided by `factor`
-    before the sum and multiplied by it after (the servers divide the sum by the number of workers),
-    so an average of float16 values sums smaller ones, as Horovod's does."""
-
-    def __init__(self, inner, factor):
-        if not factor > 0:
-            raise ValueError(f"gradient_predivide_factor must be positive, got {factor!r}")
-        self.inner, self.factor = inner, float(factor)
-        self.native = getattr(inner, "native", None)
-
-    def compress(self, tensor):
-        sent, ctx = self.inner.compress(tensor / self.factor)
-        return sent, (ctx,)
-
-    def decompress(self, tensor, ctx):
-        return self.inner.decompress(tensor, ctx[0]) * self.factor
-
-    def wire_dtype(self, dtype):
-        return self.inner.wire_dtype(dtype)
-
-
-def _scaled(tensor, prescale_factor, postscale_factor):
-    """The tensor to send: the sum is linear, so both factors apply before it (a new tensor, differentiable)."""
-    factor = prescale_factor * postscale_factor
-    return tensor if factor == 1.0 else tensor * factor
-
-
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0):
     """The average (op=Average, the default) or sum (op=Sum) of `tensor` over the workers, as a new
-    tensor; differentiable. push_pull under Horovod's name."""
+    tensor; differentiable (the gradient is allreduced alike). `prescale_factor` multiplies the
+    tensor before the sum, `postscale_factor` the result after it."""
     mean = allreduce_averages(op, average)
-    return ops.push_pull(_scaled(tensor, prescale_factor, postscale_factor), mean, name, compression=compression)
+    return ops.push_pull(tensor, mean, name, compression=scaled(compression, prescale_factor, postscale_factor))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """Starts allreduce; returns a handle for synchronize() (or poll())."""
     mean = allreduce_averages(op, average)
-    return ops.push_pull_async(_scaled(tensor, prescale_factor, postscale_factor), mean, name)
+    return ops.push_pull_async(tensor, mean, name, compression=scaled(Compression.none, prescale_factor,
+                                                                      postscale_factor))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
-    """Starts allreduce into `tensor` itself; returns a handle for synchronize()."""
+    """Starts allreduce into `tensor` itself; returns a handle for synchronize(), which returns `tensor`."""
     mean = allreduce_averages(op, average)
-    factor = prescale_factor * postscale_factor
-    if factor != 1.0:
-        with torch.no_grad():
-            tensor.mul_(factor)
-    return ops.push_pull_async_inplace(tensor, mean, name)
+    return ops.push_pull_async_inplace(tensor, mean, name, compression=scaled(Compression.none, prescale_factor,
+                                                                              postscale_factor))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
@@ -81,7 +54,7 @@ def broadcast_(tensor, root_rank, name=None):
 
 
 def broadcast(tensor, root_rank, name=None):
-    """root_rank's `tensor`, as a new tensor on every worker (exactly; any dtype)."""
+    """root_rank's `tensor`, as a new tensor on every worker (exactly; any dtype; not differentiable)."""
     return broadcast_(tensor.detach().clone(), root_rank, name)
 
 

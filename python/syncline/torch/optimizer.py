@@ -22,12 +22,11 @@ import threading
 import torch
 
 from syncline import _session
-from syncline.reduce_ops import Average, averages
+from syncline.reduce_ops import Average, Scaled, averages
 from syncline.torch import ops
 from syncline.torch.compression import Compression
 from syncline.torch.cross_iteration import CrossIterationUpdater
 from syncline.torch.gradient_sync import GradientSync
-from syncline.torch.horovod_names import Predivided
 from syncline.torch.model_sync import ModelSync
 from syncline.torch.stale_sync import StaleSync
 
@@ -233,7 +232,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         if not average:
             raise ValueError("gradient_predivide_factor goes with op=Average (as in Horovod): it splits the "
                              "average's division around the sum")
-        compression = Predivided(compression, gradient_predivide_factor)
+        if not gradient_predivide_factor > 0:
+            raise ValueError(f"gradient_predivide_factor must be positive, got {gradient_predivide_factor!r}")
+        compression = Scaled(compression, 1.0 / gradient_predivide_factor, gradient_predivide_factor)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, cross_iteration,
                   average)

@@ -13,6 +13,7 @@ that on machines without a GPU): the collectives run outside the graph.
 """
 from syncline.tensorflow import *  # noqa: F401,F403  (init, push_pull, broadcast_variables, ...)
 from syncline.tensorflow import __all__ as _TENSORFLOW_API
+from syncline.tensorflow.horovod_names import keras_allreduce as allreduce  # noqa: F811 (Keras's argument order)
 from syncline.tensorflow.keras.callbacks import (
     BroadcastGlobalVariablesCallback,
     LearningRateWarmupCallback,
