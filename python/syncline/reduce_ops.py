@@ -19,11 +19,11 @@ Average, Sum, Adasum = ReduceOp.AVERAGE, ReduceOp.SUM, ReduceOp.ADASUM
 def averages(op, average=None):
     """Whether `op` (Horovod's op= argument; `average`, its older spelling) averages (True) or sums
     (False); ValueError for what Syncline cannot do."""
+    if average is not None and average not in (True, False):
+        raise TypeError(f"average= takes True or False, not {average!r} (a name goes in name=)")
     if op is not None and average is not None:
         raise ValueError("pass op= or average=, not both (op supersedes average, as in Horovod)")
     if average is not None:
-        if average not in (True, False):
-            raise TypeError(f"average= takes True or False, not {average!r} (a name goes in name=)")
         return bool(average)
     if op is None or op is ReduceOp.AVERAGE:
         return True
@@ -45,7 +45,8 @@ def allreduce_averages(op, average):
         raise SynclineError(
             "allreduce is refused in async mode (SYNCLINE_SYNC_MODE=async): there the servers keep a running "
             "total of every push, so a sum would not be this call's. push_pull keeps BytePS's asynchronous "
-            "meaning; for values to log, use broadcast_object")
+            "meaning; send values to log with a broadcast (syncline.torch's broadcast_object, syncline.tensorflow's "
+            "broadcast)")
     return averages(op, average)
 
 

@@ -329,17 +329,18 @@ def horovod_names():
     assert torch.equal(inplace, total)
     assert torch.equal(bps.synchronize(bps.allreduce_async(mine, name="hvd.async", op=bps.Sum)), total)
     inplace = mine.clone()
-    handle = bps.allreduce_async_(inplace, name="hvd.async_", op=bps.Sum, postscale_factor=2.0)
-    assert bps.synchronize(handle) is inplace and torch.equal(inplace, total * 2)
+    handle = bps.allreduce_async_(inplace, name="hvd.async_", op=bps.Sum, prescale_factor=0.25, postscale_factor=2.0)
+    assert bps.synchronize(handle) is inplace and torch.equal(inplace, total * 0.5)
     # The factors apply on either side of the sum, as Horovod's: float16 values whose sum overflows float16
     # (40960 x 2 or more workers) average exactly when prescaled by 1/4 and postscaled by 4.
     halves = torch.full((8,), 40960.0, dtype=torch.float16)
     got = bps.allreduce(halves, name="hvd.fp16.factors", prescale_factor=0.25, postscale_factor=4.0)
     assert got.dtype == torch.float16 and torch.equal(got, halves), got
     assert torch.equal(mine, base * (rank + 1)), "allreduce must not change its input"
-    x = torch.ones(4, requires_grad=True)
-    (bps.allreduce(x, name="hvd.grad", op=bps.Sum) * (rank + 1)).sum().backward()
-    assert torch.equal(x.grad, torch.full((4,), float(sum(r + 1 for r in range(size))))), x.grad
+    x = torch.ones(4, requires_grad=True)  # the gradient is allreduced with the same op and factors
+    y = bps.allreduce(x, name="hvd.grad", op=bps.Sum, prescale_factor=2.0, postscale_factor=3.0)
+    (y * (rank + 1)).sum().backward()
+    assert torch.equal(x.grad, torch.full((4,), 6.0 * sum(r + 1 for r in range(size)))), x.grad
     expect_error(ValueError, lambda: bps.allreduce(mine, name="hvd.adasum", op=bps.Adasum), ["Adasum", "op=Average"],
                  "op=Adasum was accepted")
     expect_error(ValueError, lambda: bps.allreduce(mine, average=True, op=bps.Sum), ["op=", "average="],

@@ -6,9 +6,10 @@ for push_pull's floating-point dtypes. Adasum (Horovod's adaptive summation) has
 parameter server and is refused with that reason, as allreduce is in osp, ssp and async modes.
 """
 from syncline.reduce_ops import Adasum, Average, Sum, allreduce_averages, scaled  # noqa: F401 (Horovod's names)
-from syncline.tensorflow.ops import Compression, push_pull
+from syncline.tensorflow.ops import Compression, graph_builder, push_pull
 
 
+@graph_builder
 def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, name=None):
     """The average (op=Average, the default) or sum (op=Sum) of `tensor` over the workers; differentiable.
@@ -19,6 +20,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     return push_pull(tensor, mean, name, scaled(compression, prescale_factor, postscale_factor))
 
 
+@graph_builder
 def keras_allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0, op=None,
                     compression=Compression.none):
     """horovod.tensorflow.keras's allreduce: the same, with that module's argument order (the name second)."""
