@@ -71,25 +71,29 @@ class Session:
         self.sync_mode = self.worker.sync_mode
         self.sums_models = self.sync_mode in ("osp", "ssp")
 
-    def refuse_raw_sums(self, what):
+    def refuse_raw_sums(self, what, in_async=False):
         """Raises, in osp and ssp modes, for `what` (a shim's call that would sum gradients or values):
         there workers sum their model changes through the wrappers, and a gradient summed too would be
         applied on top of them (in ssp, a push_pull returns the servers' running total of every push
-        so far, not this step's sum)."""
+        so far, not this step's sum). `in_async`: in async mode too, where a push_pull also returns
+        the running total (push_pull itself keeps that meaning there, BytePS's)."""
+        to_log = ("Send values to log with a broadcast (syncline.torch's broadcast_object, syncline.tensorflow's "
+                  "broadcast), or run with SYNCLINE_SYNC_MODE=bsp")
         if self.sync_mode == "osp":
             raise SynclineError(
                 f"{what} is refused in osp mode (SYNCLINE_SYNC_MODE=osp): there workers sum their model changes "
                 "every SYNCLINE_OSP_PERIOD steps through the DistributedOptimizer (or syncline.torch's "
-                "DistributedDataParallel), and a gradient summed here would be applied on top of them. Send "
-                "values to log with a broadcast (syncline.torch's broadcast_object, syncline.tensorflow's "
-                "broadcast), or run with SYNCLINE_SYNC_MODE=bsp")
+                "DistributedDataParallel), and a gradient summed here would be applied on top of them. " + to_log)
         if self.sync_mode == "ssp":
             raise SynclineError(
                 f"{what} is refused in ssp mode (SYNCLINE_SYNC_MODE=ssp): there the servers keep a running total "
                 "of every push, which the DistributedOptimizer (or syncline.torch's DistributedDataParallel) uses "
-                "to carry model changes, so a push_pull returns that total rather than this step's sum. Send "
-                "values to log with a broadcast (syncline.torch's broadcast_object, syncline.tensorflow's "
-                "broadcast), or run with SYNCLINE_SYNC_MODE=bsp")
+                "to carry model changes, so a push_pull returns that total rather than this step's sum. " + to_log)
+        if in_async and self.sync_mode == "async":
+            raise SynclineError(
+                f"{what} is refused in async mode (SYNCLINE_SYNC_MODE=async): there the servers keep a running "
+                "total of every push, so a sum would not be this call's (push_pull keeps BytePS's asynchronous "
+                "meaning). " + to_log)
 
     def on_shutdown(self, close):
         """Runs close() at shutdown(), before the worker leaves the job."""

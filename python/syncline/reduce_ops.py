@@ -3,7 +3,6 @@ of them Syncline runs, and how (the servers average or sum)."""
 import enum
 
 from syncline import _session
-from syncline.errors import SynclineError
 
 
 class ReduceOp(enum.Enum):
@@ -38,15 +37,7 @@ def averages(op, average=None):
 def allreduce_averages(op, average):
     """averages(op, average) for an allreduce call, refused where a sum would not be this call's:
     where the job sums model changes (osp, ssp), and in async mode."""
-    session = _session.current()
-    if session.sums_models:
-        session.refuse_raw_sums("allreduce")
-    if session.sync_mode == "async":
-        raise SynclineError(
-            "allreduce is refused in async mode (SYNCLINE_SYNC_MODE=async): there the servers keep a running "
-            "total of every push, so a sum would not be this call's. push_pull keeps BytePS's asynchronous "
-            "meaning; send values to log with a broadcast (syncline.torch's broadcast_object, syncline.tensorflow's "
-            "broadcast)")
+    _session.current().refuse_raw_sums("allreduce", in_async=True)
     return averages(op, average)
 
 
@@ -55,10 +46,11 @@ class Scaled:
     it is sent and the result by `post` once it is back: Horovod's prescale and postscale factors,
     and its gradient_predivide_factor f as pre = 1/f, post = f. Split so, an average of float16
     values sums smaller ones, which is what the factors are for. Works on torch and TensorFlow
-    tensors alike; every other attribute (wire_dtype, native) is the inner compressor's."""
+    tensors alike; the wire dtype and libsyncline's form are the inner compressor's."""
 
     def __init__(self, inner, pre=1.0, post=1.0):
         self.inner, self.pre, self.post = inner, float(pre), float(post)
+        self.native = getattr(inner, "native", None)
 
     def compress(self, tensor):
         sent, ctx = self.inner.compress(tensor * self.pre if self.pre != 1.0 else tensor)
@@ -68,10 +60,8 @@ class Scaled:
         result = self.inner.decompress(tensor, ctx[0])
         return result * self.post if self.post != 1.0 else result
 
-    def __getattr__(self, name):
-        if name == "inner":  # not set yet (a copy being made): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    def wire_dtype(self, dtype):
+        return self.inner.wire_dtype(dtype)
 
 
 def scaled(compression, prescale_factor, postscale_factor):

@@ -220,10 +220,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     logs and errors; without it they are numbered. `backward_passes_per_step`:
     gradients accumulate locally over that many backward passes, then go out.
     `op`, `gradient_predivide_factor`: Horovod's arguments. op=Sum sums the
-    gradients instead (bsp and async modes). A predivide factor f (with
-    op=Average, as in Horovod) divides each gradient by f before the sum and
-    multiplies the average by f after it: the same average, summed from
-    smaller values (float16 compression). `cross_iteration`: overlap each step's updates with the next forward pass
+    gradients instead (refused in osp and ssp, which average model changes).
+    A predivide factor f (with op=Average, as in Horovod) divides each
+    gradient by f before the sum and multiplies the average by f after it:
+    the same average, summed from smaller values (float16 compression).
+    `cross_iteration`: overlap each step's updates with the next forward pass
     (default: the SYNCLINE_CROSS_ITERATION setting, off where unset;
     docs/python.md says what it changes). Every worker must build
     the optimizer over the same parameters, in order."""
