@@ -11,12 +11,16 @@
 namespace syncline {
 namespace {
 
-std::string DescribeSpec(const proto::TensorSpec& s) {
+}  // namespace
+
+std::string Scheduler::DescribeSpec(const proto::TensorSpec& s) {
   auto dtype = DTypeFromWire(s.dtype());
   return std::string(dtype.ok() ? DTypeName(*dtype) : "?") + "[" + std::to_string(s.num_elements()) +
          "] in chunks of " + std::to_string(s.partition_bytes()) + " bytes" +
          (s.compression().empty() ? "" : ", compressed as " + s.compression());
 }
+
+namespace {
 
 bool SameSpec(const proto::TensorSpec& a, const proto::TensorSpec& b) {
   return a.dtype() == b.dtype() && a.num_elements() == b.num_elements() && a.partition_bytes() == b.partition_bytes() &&
@@ -77,7 +81,11 @@ void Scheduler::OnDeclare(const Message& m) {
                     sender);
   }
   t.declared_by.insert(sender);
-  if (t.declared_by.size() < static_cast<size_t>(settings_.num_workers)) return;
+  if (t.declared_by.size() < static_cast<size_t>(settings_.num_workers)) {
+    t.waiting_since.try_emplace(sender, Clock::now());
+    return;
+  }
+  t.waiting_since.clear();
   PlaceDeclared(t);
 }
 

@@ -82,6 +82,7 @@ Status Scheduler::Run() {
       break;
     }
     if (published_) CheckHeartbeats();
+    if (published_ && !outcome_) CheckStuckDeclarations();
   }
   Status result = *outcome_;
   lock.Unlock();

@@ -69,6 +69,8 @@ class Scheduler {
     proto::TensorSpec spec;
     uint32_t id = 0;
     std::set<int32_t> declared_by;  // worker node ids
+    // Until every worker declared it: when each of declared_by did (stalls.cc).
+    std::map<int32_t, Clock::time_point> waiting_since;
     std::vector<proto::ChunkPlacement> chunks;
     bool placements_sent = false;   // to the servers owning its chunks
     std::set<int32_t> unacknowledged;  // servers that have not recorded their chunks yet
@@ -87,6 +89,9 @@ class Scheduler {
   void OnWorkerStalled(const Message& m) REQUIRES(mu_);
   // Ends the job once every worker still in it is stalled or at a barrier.
   void CheckStalledJob() REQUIRES(mu_);
+  // Ends the job once workers have waited in declarations the others do not
+  // make for the stall timeout, and every other worker waits too.
+  void CheckStuckDeclarations() REQUIRES(mu_);
   bool AtBarrier(int32_t id) const REQUIRES(mu_);
   // Once every worker declared `t`: tells its servers their chunks, then
   // (when all of them acknowledged) the workers its id and placement.
@@ -99,6 +104,8 @@ class Scheduler {
   void AbortJob(const std::string& reason, int32_t culprit) REQUIRES(mu_);
   void SendTo(int32_t id, Message m) REQUIRES(mu_);
   std::string Describe(int32_t id) const REQUIRES(mu_);
+  // "float32[100] in chunks of 4096 bytes[, compressed as ...]".
+  static std::string DescribeSpec(const proto::TensorSpec& s);
   // " [tensor 'name', chunk i of n]" for a key of a declared tensor.
   std::string TensorOfKey(uint64_t key) const REQUIRES(mu_);
   size_t CountRole(proto::Role role) const REQUIRES(mu_);

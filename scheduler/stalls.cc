@@ -5,6 +5,10 @@
 // job ends, naming the tensors whose counts differ between workers, instead
 // of waiting out the request timeout. While some worker is not waiting (it
 // may be computing, or evaluating on its own), the scheduler only warns.
+// Declarations wait the same way: a worker that declared a tensor the
+// others never declare (they declared another at the same point) waits in
+// it; once such waits are as old as the stall timeout and every other worker
+// waits too, the job ends naming what each waits in.
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -24,6 +28,12 @@ std::string Workers(const std::vector<int>& ranks) {
     out += std::to_string(ranks[i]);
   }
   return out;
+}
+
+// "850 ms", "75 s".
+std::string Elapsed(Millis waited) {
+  const auto ms = waited.count();
+  return ms < 10000 ? std::to_string(ms) + " ms" : std::to_string(ms / 1000) + " s";
 }
 
 }  // namespace
@@ -124,6 +134,55 @@ void Scheduler::CheckStalledJob() {
     reason += "): a server may be stuck; see its log";
   }
   AbortJob(reason, culprit);
+}
+
+void Scheduler::CheckStuckDeclarations() {
+  if (settings_.stall_timeout_ms <= 0) return;
+  const auto now = Clock::now();
+  const auto timeout = Millis(settings_.stall_timeout_ms);
+  // Per waiting worker (by rank), the oldest declaration it waits in.
+  struct Wait {
+    int32_t id;
+    Clock::time_point since;
+    const std::string* name;
+    const TensorEntry* tensor;
+  };
+  std::map<int, Wait> declaring;
+  for (const auto& [name, t] : tensors_)
+    for (const auto& [id, since] : t.waiting_since) {
+      if (now - since < timeout) continue;
+      const int rank = nodes_.at(id).info.rank();
+      auto [it, fresh] = declaring.try_emplace(rank, Wait{id, since, &name, &t});
+      if (!fresh && since < it->second.since) it->second = Wait{id, since, &name, &t};
+    }
+  if (declaring.empty()) return;
+  std::vector<int> stalled, at_barrier;
+  for (const auto& [id, n] : nodes_) {
+    if (n.info.role() != proto::WORKER || n.finished || declaring.count(n.info.rank())) continue;
+    if (stalled_.count(id))
+      stalled.push_back(n.info.rank());
+    else if (AtBarrier(id))
+      at_barrier.push_back(n.info.rank());
+    else
+      return;  // it may be computing, and declare what the others wait in next
+  }
+  std::string reason = "the workers declared different tensors and each waits for the others:";
+  for (const auto& [rank, wait] : declaring) {
+    std::vector<int> missing;
+    for (const auto& [id, n] : nodes_)
+      if (n.info.role() == proto::WORKER && !wait.tensor->declared_by.count(id)) missing.push_back(n.info.rank());
+    std::sort(missing.begin(), missing.end());
+    reason += std::string(rank == declaring.begin()->first ? " " : "; ") + "worker " + std::to_string(rank) +
+              " has waited " + Elapsed(std::chrono::duration_cast<Millis>(now - wait.since)) +
+              " in the declaration of tensor '" + *wait.name + "' (" + DescribeSpec(wait.tensor->spec) + "), which " +
+              Workers(missing) + (missing.size() == 1 ? " has" : " have") + " not declared";
+  }
+  if (!stalled.empty()) reason += "; " + Workers(stalled) + " wait" + (stalled.size() == 1 ? "s" : "") + " on push_pulls";
+  if (!at_barrier.empty())
+    reason += "; " + Workers(at_barrier) + " wait" + (at_barrier.size() == 1 ? "s" : "") + " at a barrier";
+  reason += ". Every worker must declare the same tensors in the same order (a tensor is declared at its first "
+            "push_pull; a push_pull without a name is named after its dtype and shape)";
+  AbortJob(reason, declaring.size() == 1 ? declaring.begin()->second.id : -1);
 }
 
 }  // namespace syncline

@@ -210,8 +210,17 @@ class Session:
             raise
         return [entry.result for entry in posted]
 
-    def unnamed(self, kind):
-        """A name for a call that gave none: the same sequence on every worker that makes the same calls."""
+    def unnamed(self, kind, dtype=None, shape=(), form=None):
+        """A name for a call that gave none, the same on every worker that makes the same calls.
+
+        With the tensor's `dtype` (its name), `shape` and `form` (how it travels; None: the job's),
+        for a call made in program order: one name per kind of call and tensor, so a loop of unnamed
+        calls reuses one tensor on the servers, whose rounds keep the calls apart, where a name per
+        call would declare a tensor (and hold its keys) for every call. Without (graph ops, whose run
+        order may differ from worker to worker), and for push_pulls in async mode (there the servers
+        keep each tensor's running total): a new name for every call."""
+        if dtype is not None and not (kind == "push_pull" and self.sync_mode == "async"):
+            return f"syncline.noname.{kind}.{dtype}{list(shape)}" + (f".{form}" if form else "")
         with self._lock:
             self._unnamed += 1
             return f"syncline.noname.{kind}.{self._unnamed}"

@@ -166,6 +166,16 @@ def _horovod_names(rank, size):
     halves = tf.fill((4,), tf.constant(40960.0, tf.float16))
     got = bps.allreduce(halves, prescale_factor=0.25, postscale_factor=4.0, name="hvd.fp16.factors")
     assert np.array_equal(got.numpy(), halves.numpy()), got
+    # Unnamed eager calls in a loop reuse one tensor per dtype and shape (a graph's keep a name each).
+    def unnamed_calls(rounds):
+        for i in range(rounds):
+            got = bps.allreduce(tf.constant([float(i + rank)] * 2), op=bps.Sum).numpy()
+            assert np.array_equal(got, [i * size + size * (size - 1) / 2] * 2), (i, got)
+            assert bps.broadcast(tf.constant([i + rank]), root_rank=size - 1).numpy().tolist() == [i + size - 1]
+            assert bps.broadcast(tf.constant(float(i + rank)), root_rank=0).numpy() == i
+        return sorted(_session.current()._declared)
+
+    assert unnamed_calls(1) == unnamed_calls(20), "unnamed calls of the same tensors declared new ones"
     import syncline.tensorflow.keras as keras_hvd  # horovod.tensorflow.keras's order: the name second
     assert np.array_equal(keras_hvd.allreduce(mine * size, "hvd.keras").numpy(), total)
     expect_error(TypeError, lambda: bps.allreduce(mine, "hvd.misplaced"), ["average=", "name="],

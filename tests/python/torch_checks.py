@@ -348,6 +348,21 @@ def horovod_names():
     expect_error(ValueError, lambda: bps.allreduce(mine, op="max"), ["'max'", "Average or Sum"],
                  "an unknown op was accepted")
 
+    # Unnamed calls in a loop (a metric each step, say) reuse one tensor per dtype and shape, their rounds
+    # kept apart even with many in flight at once, instead of declaring a tensor (and keys) per call.
+    def unnamed_calls(rounds):
+        triangle = sum(r + 1 for r in range(size))
+        handles = [bps.allreduce_async(torch.full((3,), float(i * (rank + 1))), op=bps.Sum) for i in range(rounds)]
+        for i, handle in enumerate(handles):
+            assert torch.equal(bps.synchronize(handle), torch.full((3,), float(i * triangle))), (i, handle)
+        for i in range(rounds):
+            assert bps.allreduce(torch.tensor(float(i + rank)), op=bps.Sum).item() == i * size + size * (size - 1) / 2
+            assert bps.broadcast(torch.tensor([i + rank]), root_rank=size - 1).item() == i + size - 1
+            assert bps.broadcast(torch.tensor([i + rank / 2]), root_rank=0).item() == i
+        return sorted(_session.current()._declared)
+
+    assert unnamed_calls(1) == unnamed_calls(30), "unnamed calls of the same tensors declared new ones"
+
     big = torch.tensor([2**62 + rank, -7], dtype=torch.int64)
     got = bps.broadcast(big, root_rank=1, name="hvd.big")
     assert got.tolist() == [2**62 + 1, -7] and big.tolist() == [2**62 + rank, -7], (got, big)

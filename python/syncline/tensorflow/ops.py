@@ -262,16 +262,19 @@ def push_pull(tensor, average=True, name=None, compression=Compression.none):
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     _check_dtype(tensor)
-    if name is None:
-        name = session.unnamed("push_pull")
-
     if tf.executing_eagerly() and not should_record_backprop([tensor]):
         # No tape watches it: the plain call (custom_gradient costs ~0.3 ms a call eagerly), and
         # straight to libsyncline (push_pull_list's bookkeeping is for lists).
         uncompressed = compression is NoneCompressor  # the common call: two Python calls fewer
         sent, ctx = (tensor, None) if uncompressed else compression.compress(tensor)
-        out = _push_pull_eager(session, [sent], [name], average, [0], native_form(compression))[0]
+        form = native_form(compression)
+        if name is None:  # a call in program order (a graph's ops, below, may run in any order)
+            name = session.unnamed("push_pull", sent.dtype.name, sent.shape.as_list(), form)
+        out = _push_pull_eager(session, [sent], [name], average, [0], form)[0]
         return out if uncompressed else compression.decompress(out, ctx)
+
+    if name is None:
+        name = session.unnamed("push_pull")
 
     form = native_form(compression)
 
@@ -319,7 +322,8 @@ def broadcast(tensor, root_rank, name=None):
     session = _session.current()
     tensor = tf.convert_to_tensor(tensor)
     if name is None:
-        name = session.unnamed("broadcast")
+        name = (session.unnamed("broadcast", tensor.dtype.name, tensor.shape.as_list())
+                if tf.executing_eagerly() else session.unnamed("broadcast"))
     floats = tensor.dtype in _FLOATS
 
     def run(array):

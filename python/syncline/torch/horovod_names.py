@@ -48,7 +48,7 @@ def broadcast_(tensor, root_rank, name=None):
     """Overwrites `tensor` with root_rank's, exactly (any dtype); returns it."""
     check_root(root_rank)
     if name is None:
-        name = _session.current().unnamed("tensor")
+        name = _session.current().unnamed("tensor", str(tensor.dtype).removeprefix("torch."), tensor.shape)
     broadcast_tensor_(tensor, root_rank, "broadcast." + name)
     return tensor
 

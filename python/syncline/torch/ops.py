@@ -74,10 +74,10 @@ def _post(tensor, output, average, name, priority, compression, model_change=Fal
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"push_pull takes a torch.Tensor, not {type(tensor).__name__}")
     wire_dtype(tensor.dtype)  # the caller's dtype, before any compression
-    if name is None:
-        name = session.unnamed("push_pull")
     sent, ctx = compression.compress(tensor.detach())
     code = wire_dtype(sent.dtype)
+    if name is None:
+        name = session.unnamed("push_pull", _capi.DTYPE_NAMES[code], sent.shape, native_form(compression))
     # The memory libsyncline sums in place: the output itself when it can be.
     if ctx is None and tensor is output and output.is_contiguous():
         buffer = output

@@ -2,7 +2,7 @@
 // the job ends once every worker is stalled, saying whether their push_pull
 // counts differ; one stalled worker alone, a worker moving again, and notes
 // that are not a worker's to send or that count undeclared tensors change
-// nothing.
+// nothing. Declarations the others never make end the job the same way.
 #include "scheduler/scheduler.h"
 
 #include "tests/unit/scheduler/scheduler_testing.h"
@@ -16,26 +16,31 @@ using namespace scheduler_testing;
 class StallNotesTest : public SchedulerTest {
  protected:
   // A started 2-worker, 1-server job with tensors 'a' and 'b' declared.
-  void SetUpJob() {
+  void SetUpJob(int stall_timeout_ms = 2000) {
     Settings s = JobSettings(2, 1);
-    s.stall_timeout_ms = 2000;
+    s.stall_timeout_ms = stall_timeout_ms;
     StartScheduler(s);
     w0_ = &AddNode("w0", Role::kWorker, s);
     w1_ = &AddNode("w1", Role::kWorker, s);
     srv_ = &AddNode("s0", Role::kServer, s);
     JoinAll({w0_, w1_, srv_});
     for (const char* name : {"a", "b"}) {
-      proto::TensorSpec spec;
-      spec.set_name(name);
-      spec.set_dtype(proto::FLOAT32);
-      spec.set_num_elements(100);
-      spec.set_partition_bytes(4096);
-      auto d0 = std::async(std::launch::async, [&] { return w0_->client->Declare(spec, Deadline::AfterMs(5000)); });
-      auto d1 = std::async(std::launch::async, [&] { return w1_->client->Declare(spec, Deadline::AfterMs(5000)); });
+      auto d0 = Declare(*w0_, name);
+      auto d1 = Declare(*w1_, name);
       ASSERT_TRUE(d0.get().ok());
       ASSERT_TRUE(d1.get().ok());
     }
   }
+  // `from` declares a float32[100] tensor `name`; the future ends when every worker did.
+  std::future<Result<proto::DeclareReply>> Declare(Node& from, const std::string& name) {
+    proto::TensorSpec spec;
+    spec.set_name(name);
+    spec.set_dtype(proto::FLOAT32);
+    spec.set_num_elements(100);
+    spec.set_partition_bytes(4096);
+    return std::async(std::launch::async, [&from, spec] { return from.client->Declare(spec, Deadline::AfterMs(5000)); });
+  }
+  std::string Rank(Node* n) { return std::to_string(n->client->my_rank()); }
   // `from` says it is stalled waiting for `waiting_for`, with these counts.
   void Stalled(Node& from, const std::string& waiting_for, std::vector<std::pair<std::string, uint64_t>> calls) {
     Message m = MakeMessage(proto::WORKER_STALLED, from.client->my_id());
@@ -103,6 +108,42 @@ TEST_F(StallNotesTest, NotesNotAWorkersToSendOrCountingUndeclaredTensorsAreIgnor
   Stalled(*w0_, "zzz", {{"a", 1}});                  // waits for an undeclared tensor
   Stalled(*w1_, "a", {{"a", 1}, {"b", 1}});
   EXPECT_TRUE(StillRunning()) << "only worker 1's note stands";
+}
+
+TEST_F(StallNotesTest, WorkersWaitingInDifferentDeclarationsEndTheJobNamingEach) {
+  SetUpJob(300);
+  auto x = Declare(*w0_, "x");
+  auto y = Declare(*w1_, "y");
+  Status st = RunResult();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("the workers declared different tensors and each waits for the others"));
+  EXPECT_THAT(st.message(), HasSubstr("worker " + Rank(w0_) + " has waited "));
+  EXPECT_THAT(st.message(), HasSubstr(" ms in the declaration of tensor 'x' (fp32[100] in chunks of 4096 bytes), "
+                                      "which worker " + Rank(w1_) + " has not declared"));
+  EXPECT_THAT(st.message(), HasSubstr("in the declaration of tensor 'y'"));
+  EXPECT_FALSE(x.get().ok());
+  EXPECT_FALSE(y.get().ok());
+}
+
+TEST_F(StallNotesTest, ADeclarationWaitsForAWorkerThatMayStillMakeIt) {
+  SetUpJob(300);
+  auto x0 = Declare(*w0_, "x");
+  EXPECT_TRUE(StillRunning()) << "worker 1 waits for nothing: it may be computing";
+  EXPECT_TRUE(StillRunning());
+  auto x1 = Declare(*w1_, "x");
+  EXPECT_TRUE(x0.get().ok());
+  EXPECT_TRUE(x1.get().ok());
+  // A declaration that waits for a worker stuck at a barrier ends the job, naming both.
+  auto at_barrier = std::async(std::launch::async, [this] {
+    return w1_->client->Barrier(proto::WORKER, Deadline::AfterMs(5000));
+  });
+  auto z = Declare(*w0_, "z");
+  Status st = RunResult();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("in the declaration of tensor 'z'"));
+  EXPECT_THAT(st.message(), HasSubstr("worker " + Rank(w1_) + " waits at a barrier"));
+  EXPECT_FALSE(at_barrier.get().ok());
+  EXPECT_FALSE(z.get().ok());
 }
 
 }  // namespace
