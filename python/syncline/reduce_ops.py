@@ -71,6 +71,14 @@ def scaled(compression, prescale_factor, postscale_factor):
     return Scaled(compression, prescale_factor, postscale_factor)
 
 
+def check_exact_integers(dtype_name, prescale_factor, postscale_factor, compressed):
+    """Refuses, naming them, what an exact integer allreduce cannot apply (both shims sum integer
+    tensors exactly, through float64 push_pulls of their values' 32-bit halves)."""
+    if prescale_factor != 1.0 or postscale_factor != 1.0 or compressed:
+        raise ValueError(f"allreduce of a {dtype_name} tensor sums it exactly: prescale_factor, postscale_factor "
+                         "and compression apply to floating-point tensors")
+
+
 def only_average(op, what):
     """For `what` (an optimizer or tape that averages gradients): accepts op=Average (Horovod's
     default), refuses the others with the reason."""

@@ -348,10 +348,30 @@ def horovod_names():
     expect_error(ValueError, lambda: bps.allreduce(mine, op="max"), ["'max'", "Average or Sum"],
                  "an unknown op was accepted")
 
+    # Integer tensors sum exactly, wrapping on overflow as integers do; their average is floor-divided, as
+    # horovod.torch's.
+    def wrapped(value, bits):
+        return (value + 2**(bits - 1)) % 2**bits - 2**(bits - 1)
+
+    ranks, triangle = sum(range(size)), sum(r + 1 for r in range(size))
+    longs = torch.tensor([2**62 + rank, -(2**40) * (rank + 1), 7 * rank - 5, -1], dtype=torch.int64)
+    got = bps.allreduce(longs, op=bps.Sum, name="hvd.int64")
+    assert got.dtype == torch.int64 and got.tolist() == [wrapped(2**62 * size + ranks, 64), -(2**40) * triangle,
+                                                         7 * ranks - 5 * size, -size], got
+    ints = torch.tensor([2**31 - 1, rank - 1], dtype=torch.int32)
+    assert bps.allreduce_(ints, op=bps.Sum) is ints and ints.tolist() == [wrapped((2**31 - 1) * size, 32), ranks - size]
+    bytes_ = torch.tensor([200 + rank], dtype=torch.uint8)
+    assert bps.synchronize(bps.allreduce_async(bytes_, op=bps.Sum)).tolist() == [(200 * size + ranks) % 256]
+    one = torch.tensor([int(rank == 0), -int(rank == 0), 3], dtype=torch.int16)
+    assert bps.allreduce(one).tolist() == [0, -1, 3], "an integer average is the floor of sum / size"
+    expect_error(ValueError, lambda: bps.allreduce(longs, op=bps.Sum, prescale_factor=2.0), ["int64", "exactly"],
+                 "a scale factor on an integer tensor was accepted")
+    expect_error(TypeError, lambda: bps.allreduce(torch.ones(2, dtype=torch.bool)), ["torch.bool"],
+                 "a bool tensor was allreduced")
+
     # Unnamed calls in a loop (a metric each step, say) reuse one tensor per dtype and shape, their rounds
     # kept apart even with many in flight at once, instead of declaring a tensor (and keys) per call.
     def unnamed_calls(rounds):
-        triangle = sum(r + 1 for r in range(size))
         handles = [bps.allreduce_async(torch.full((3,), float(i * (rank + 1))), op=bps.Sum) for i in range(rounds)]
         for i, handle in enumerate(handles):
             assert torch.equal(bps.synchronize(handle), torch.full((3,), float(i * triangle))), (i, handle)

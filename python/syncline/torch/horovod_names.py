@@ -2,41 +2,85 @@
 
 byteps.torch calls a sum across workers push_pull; Horovod calls it allreduce, with a reduction op
 (Average, Sum) and scale factors, and adds allgather. These are those calls over Syncline's
-push_pull and broadcast, with Horovod's arguments. What differs: the tensors are push_pull's
-(floating point; an integer one is refused naming the dtypes), broadcast and allgather are not
+push_pull and broadcast, with Horovod's arguments. What differs: broadcast and allgather are not
 differentiable, and Adasum (Horovod's adaptive summation) has no counterpart on a parameter server
 and is refused with that reason, as allreduce is in osp, ssp and async modes.
 """
 import torch
 
 from syncline import _session
-from syncline.reduce_ops import Adasum, Average, Sum, allreduce_averages, scaled  # noqa: F401 (Horovod's names)
+from syncline.reduce_ops import (Adasum, Average, Sum, allreduce_averages, check_exact_integers,  # noqa: F401
+                                 scaled)
 from syncline.torch import ops
 from syncline.torch.broadcast import broadcast_object, broadcast_tensor_, check_root
 from syncline.torch.compression import Compression
+
+
+INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+class ExactIntegers:
+    """A compressor (compress/decompress) that carries an integer tensor's sum exactly through a
+    float64 push_pull: each value as a float64 (int64: its high 32 bits, signed, and its low 32 bits,
+    as two), so each sum stays below 2^53 with up to 2^20 workers. The sum comes back in the
+    tensor's dtype, wrapping on overflow as integer arithmetic does; averaged, as horovod.torch
+    averages integers, floor-divided by `divisor` (the number of workers)."""
+
+    native = "none"  # exact: never the job's SYNCLINE_COMPRESSION
+
+    def __init__(self, divisor=1):
+        self.divisor = divisor
+
+    @staticmethod
+    def compress(tensor):
+        if tensor.dtype == torch.int64:
+            return torch.stack(((tensor >> 32).to(torch.float64), (tensor & 0xFFFFFFFF).to(torch.float64))), tensor.dtype
+        return tensor.to(torch.float64), tensor.dtype
+
+    def decompress(self, summed, dtype):
+        if dtype == torch.int64:
+            total = (summed[0].to(torch.int64) << 32) + summed[1].to(torch.int64)
+        else:
+            total = summed.to(torch.int64)
+        if self.divisor != 1:
+            total = torch.div(total, self.divisor, rounding_mode="floor")
+        return total.to(dtype)
+
+    @staticmethod
+    def wire_dtype(dtype):
+        return torch.float64
+
+
+def _sum_form(tensor, average, compression, prescale_factor, postscale_factor):
+    """push_pull's average flag and compressor for allreduce of `tensor`."""
+    if not isinstance(tensor, torch.Tensor) or tensor.dtype not in INTEGER_DTYPES:
+        return average, scaled(compression, prescale_factor, postscale_factor)
+    check_exact_integers(tensor.dtype, prescale_factor, postscale_factor, compression is not Compression.none)
+    return False, ExactIntegers(_session.current().worker.size if average else 1)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0):
     """The average (op=Average, the default) or sum (op=Sum) of `tensor` over the workers, as a new
     tensor; differentiable (the gradient is allreduced alike). `prescale_factor` multiplies the
-    tensor before the sum, `postscale_factor` the result after it."""
-    mean = allreduce_averages(op, average)
-    return ops.push_pull(tensor, mean, name, compression=scaled(compression, prescale_factor, postscale_factor))
+    tensor before the sum, `postscale_factor` the result after it. Integer tensors are summed
+    exactly (ExactIntegers), and their average is floor-divided, as horovod.torch's."""
+    average, form = _sum_form(tensor, allreduce_averages(op, average), compression, prescale_factor, postscale_factor)
+    return ops.push_pull(tensor, average, name, compression=form)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """Starts allreduce; returns a handle for synchronize() (or poll())."""
-    mean = allreduce_averages(op, average)
-    return ops.push_pull_async(tensor, mean, name, compression=scaled(Compression.none, prescale_factor,
-                                                                      postscale_factor))
+    average, form = _sum_form(tensor, allreduce_averages(op, average), Compression.none, prescale_factor,
+                              postscale_factor)
+    return ops.push_pull_async(tensor, average, name, compression=form)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """Starts allreduce into `tensor` itself; returns a handle for synchronize(), which returns `tensor`."""
-    mean = allreduce_averages(op, average)
-    return ops.push_pull_async_inplace(tensor, mean, name, compression=scaled(Compression.none, prescale_factor,
-                                                                              postscale_factor))
+    average, form = _sum_form(tensor, allreduce_averages(op, average), Compression.none, prescale_factor,
+                              postscale_factor)
+    return ops.push_pull_async_inplace(tensor, average, name, compression=form)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):

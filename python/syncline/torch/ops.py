@@ -73,7 +73,8 @@ def _post(tensor, output, average, name, priority, compression, model_change=Fal
         session.refuse_raw_sums("push_pull")
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"push_pull takes a torch.Tensor, not {type(tensor).__name__}")
-    wire_dtype(tensor.dtype)  # the caller's dtype, before any compression
+    # The caller's dtype as the compressor sends it (an integer allreduce's as float64), before compress() runs.
+    wire_dtype(getattr(compression, "wire_dtype", lambda dtype: dtype)(tensor.dtype))
     sent, ctx = compression.compress(tensor.detach())
     code = wire_dtype(sent.dtype)
     if name is None:
