@@ -56,6 +56,9 @@ int syncline_cross_iteration(const syncline_worker* w) { return w && w->worker->
 const char* syncline_sync_mode(const syncline_worker* w) {
   return w ? w->worker->settings().sync_mode.c_str() : nullptr;
 }
+const char* syncline_compression(const syncline_worker* w) {
+  return w ? w->worker->settings().compression.c_str() : nullptr;
+}
 int syncline_osp_period(const syncline_worker* w) { return w ? w->worker->settings().osp_period : -1; }
 
 int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements, uint32_t* id_out) {

@@ -44,6 +44,9 @@ SYNCLINE_EXPORT int syncline_cross_iteration(const syncline_worker* w);
  * and async a push_pull returns the servers' running total (ssp: at most
  * SYNCLINE_SSP_STALENESS rounds behind the slowest worker). */
 SYNCLINE_EXPORT const char* syncline_sync_mode(const syncline_worker* w);
+/* The job's compression of float32 tensors (SYNCLINE_COMPRESSION): "none",
+ * "int8", "topk:0.01", ...; null without a worker. */
+SYNCLINE_EXPORT const char* syncline_compression(const syncline_worker* w);
 /* In osp mode, the local steps between two synchronizations (SYNCLINE_OSP_PERIOD);
  * 0: the glue chooses it from measurement. */
 SYNCLINE_EXPORT int syncline_osp_period(const syncline_worker* w);

@@ -9,9 +9,6 @@
 #include "transport/wire.h"
 
 namespace syncline {
-namespace {
-
-}  // namespace
 
 std::string Scheduler::DescribeSpec(const proto::TensorSpec& s) {
   auto dtype = DTypeFromWire(s.dtype());

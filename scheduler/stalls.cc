@@ -150,38 +150,60 @@ void Scheduler::CheckStuckDeclarations() {
   std::map<int, Wait> declaring;
   for (const auto& [name, t] : tensors_)
     for (const auto& [id, since] : t.waiting_since) {
-      if (now - since < timeout) continue;
-      const int rank = nodes_.at(id).info.rank();
-      auto [it, fresh] = declaring.try_emplace(rank, Wait{id, since, &name, &t});
+      const Node& n = nodes_.at(id);
+      if (n.finished || now - since < timeout) continue;
+      auto [it, fresh] = declaring.try_emplace(n.info.rank(), Wait{id, since, &name, &t});
       if (!fresh && since < it->second.since) it->second = Wait{id, since, &name, &t};
     }
   if (declaring.empty()) return;
-  std::vector<int> stalled, at_barrier;
+  std::vector<int> stalled, at_barrier, busy, finished;
   for (const auto& [id, n] : nodes_) {
-    if (n.info.role() != proto::WORKER || n.finished || declaring.count(n.info.rank())) continue;
-    if (stalled_.count(id))
+    if (n.info.role() != proto::WORKER || declaring.count(n.info.rank())) continue;
+    if (n.finished)
+      finished.push_back(n.info.rank());
+    else if (stalled_.count(id))
       stalled.push_back(n.info.rank());
     else if (AtBarrier(id))
       at_barrier.push_back(n.info.rank());
     else
-      return;  // it may be computing, and declare what the others wait in next
+      busy.push_back(n.info.rank());
   }
-  std::string reason = "the workers declared different tensors and each waits for the others:";
+  // What each waits in (the first three), and who has not declared it.
+  std::string waits;
+  int shown = 0;
   for (const auto& [rank, wait] : declaring) {
+    if (shown++ == 3) {
+      waits += "; ...";
+      break;
+    }
     std::vector<int> missing;
     for (const auto& [id, n] : nodes_)
-      if (n.info.role() == proto::WORKER && !wait.tensor->declared_by.count(id)) missing.push_back(n.info.rank());
+      if (n.info.role() == proto::WORKER && !n.finished && !wait.tensor->declared_by.count(id))
+        missing.push_back(n.info.rank());
     std::sort(missing.begin(), missing.end());
-    reason += std::string(rank == declaring.begin()->first ? " " : "; ") + "worker " + std::to_string(rank) +
-              " has waited " + Elapsed(std::chrono::duration_cast<Millis>(now - wait.since)) +
-              " in the declaration of tensor '" + *wait.name + "' (" + DescribeSpec(wait.tensor->spec) + "), which " +
-              Workers(missing) + (missing.size() == 1 ? " has" : " have") + " not declared";
+    waits += std::string(waits.empty() ? "" : "; ") + "worker " + std::to_string(rank) + " has waited " +
+             Elapsed(std::chrono::duration_cast<Millis>(now - wait.since)) + " in the declaration of tensor '" +
+             *wait.name + "' (" + DescribeSpec(wait.tensor->spec) + ")" +
+             (missing.empty() ? "" : ", which " + Workers(missing) + (missing.size() == 1 ? " has" : " have") +
+                                         " not declared");
   }
-  if (!stalled.empty()) reason += "; " + Workers(stalled) + " wait" + (stalled.size() == 1 ? "s" : "") + " on push_pulls";
-  if (!at_barrier.empty())
-    reason += "; " + Workers(at_barrier) + " wait" + (at_barrier.size() == 1 ? "s" : "") + " at a barrier";
-  reason += ". Every worker must declare the same tensors in the same order (a tensor is declared at its first "
-            "push_pull; a push_pull without a name is named after its dtype and shape)";
+  auto also = [](const std::vector<int>& ranks, const std::string& verb_one, const std::string& verb_many,
+                 const std::string& what) {
+    return ranks.empty() ? "" : "; " + Workers(ranks) + " " + (ranks.size() == 1 ? verb_one : verb_many) + what;
+  };
+  if (!busy.empty()) {
+    SYNCLINE_LOG_WARN_LIMITED("{}; {} {} not waiting for anything: if {} never declare{} the same tensors, the job "
+                              "waits until the request timeout (SYNCLINE_REQUEST_TIMEOUT_MS)",
+                              waits, Workers(busy), busy.size() == 1 ? "is" : "are", busy.size() == 1 ? "it" : "they",
+                              busy.size() == 1 ? "s" : "");
+    return;
+  }
+  std::string reason = "workers wait in declarations the others do not make: " + waits +
+                       also(stalled, "waits", "wait", " on push_pulls") +
+                       also(at_barrier, "waits", "wait", " at a barrier") +
+                       also(finished, "has", "have", " finished") +
+                       ". Every worker must declare the same tensors in the same order (a tensor is declared at its "
+                       "first push_pull; a push_pull without a name is named after its dtype and shape)";
   AbortJob(reason, declaring.size() == 1 ? declaring.begin()->second.id : -1);
 }
 

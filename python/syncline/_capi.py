@@ -67,6 +67,7 @@ def _load():
             "syncline_local_size": (i, [p]),
             "syncline_cross_iteration": (i, [p]),
             "syncline_sync_mode": (ctypes.c_char_p, [p]),
+            "syncline_compression": (ctypes.c_char_p, [p]),
             "syncline_osp_period": (i, [p]),
             "syncline_declare": (i, [p, ctypes.c_char_p, i, u64, ctypes.POINTER(u32)]),
             "syncline_declare_compressed": (i, [p, ctypes.c_char_p, i, u64, ctypes.c_char_p, ctypes.POINTER(u32)]),
@@ -161,6 +162,7 @@ class Worker:
         self.local_size = self._lib.syncline_local_size(handle)
         self.cross_iteration = self._lib.syncline_cross_iteration(handle) == 1
         self.sync_mode = self._lib.syncline_sync_mode(handle).decode()
+        self.compression = self._lib.syncline_compression(handle).decode()  # the job's, for float32 tensors
         self.osp_period = self._lib.syncline_osp_period(handle)
         self._kernel_api = None
 

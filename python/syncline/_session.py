@@ -213,13 +213,18 @@ class Session:
     def unnamed(self, kind, dtype=None, shape=(), form=None):
         """A name for a call that gave none, the same on every worker that makes the same calls.
 
-        With the tensor's `dtype` (its name), `shape` and `form` (how it travels; None: the job's),
-        for a call made in program order: one name per kind of call and tensor, so a loop of unnamed
-        calls reuses one tensor on the servers, whose rounds keep the calls apart, where a name per
-        call would declare a tensor (and hold its keys) for every call. Without (graph ops, whose run
-        order may differ from worker to worker), and for push_pulls in async mode (there the servers
-        keep each tensor's running total): a new name for every call."""
-        if dtype is not None and not (kind == "push_pull" and self.sync_mode == "async"):
+        With the tensor's `dtype` (its name), `shape` and `form` (how it travels; None: the job's):
+        one name per kind of call and tensor, so a loop of unnamed calls reuses one tensor on the
+        servers (its rounds keep the calls apart) where a name per call would declare a tensor, and
+        hold its keys, for every call. A new name for every call, counted, where the order of calls
+        is not given or a tensor must not be reused: without `dtype` (graph ops, whose run order may
+        differ from worker to worker), push_pulls in async mode (the servers keep each tensor's
+        running total), and a tensor that may travel compressed (an explicit form, or float32 under
+        the job's SYNCLINE_COMPRESSION), whose error feedback carries what one push left out into
+        that tensor's next push."""
+        compressed = form not in (None, "none") or (form is None and dtype == "float32" and
+                                                   self.worker.compression != "none")
+        if dtype is not None and not compressed and not (kind == "push_pull" and self.sync_mode == "async"):
             return f"syncline.noname.{kind}.{dtype}{list(shape)}" + (f".{form}" if form else "")
         with self._lock:
             self._unnamed += 1

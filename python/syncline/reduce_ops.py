@@ -71,6 +71,12 @@ def scaled(compression, prescale_factor, postscale_factor):
     return Scaled(compression, prescale_factor, postscale_factor)
 
 
+def unsupported_allreduce_dtype(dtype_name, floats, integers):
+    """The error for allreduce of a tensor that is neither floating point nor one of `integers`."""
+    return TypeError(f"allreduce cannot sum a tensor of dtype {dtype_name}: it takes the floating-point dtypes "
+                     f"{', '.join(floats)} and the integer dtypes {', '.join(integers)}")
+
+
 def check_exact_integers(dtype_name, prescale_factor, postscale_factor, compressed):
     """Refuses, naming them, what an exact integer allreduce cannot apply (both shims sum integer
     tensors exactly, through float64 push_pulls of their values' 32-bit halves)."""

@@ -10,6 +10,7 @@ import torch
 
 import least_squares as ls
 import syncline.torch as bps
+from syncline import _session
 from expect import expect_error, run_check
 
 BLOCK = 256  # int8 values per scale
@@ -90,6 +91,14 @@ def job_compression_applies_to_float32_push_pulls():
     assert len(torch.unique(result.abs())) == 1, "a float32 push_pull was not onebit"
     exact = bps.push_pull(torch.arange(3000, dtype=torch.float64), average=True, name="plain64")
     assert torch.equal(exact, torch.arange(3000, dtype=torch.float64)), exact
+    # Unnamed float32 push_pulls may travel compressed here: each gets a tensor (and error feedback) of its own,
+    # where unnamed float64 ones reuse one.
+    declared = set(_session.current()._declared)
+    for _ in range(2):
+        bps.push_pull(torch.from_numpy(values(0, 0)))
+        bps.push_pull(torch.arange(3000, dtype=torch.float64))
+    new = sorted(set(_session.current()._declared) - declared)
+    assert len(new) == 3 and "syncline.noname.push_pull.float64[3000]" in new, new
 
 
 def every_form_trains():

@@ -166,8 +166,8 @@ def _horovod_names(rank, size):
     halves = tf.fill((4,), tf.constant(40960.0, tf.float16))
     got = bps.allreduce(halves, prescale_factor=0.25, postscale_factor=4.0, name="hvd.fp16.factors")
     assert np.array_equal(got.numpy(), halves.numpy()), got
-    # Integer tensors sum exactly (int64 wrapping on overflow) eagerly and in a tf.function; their average is a
-    # float64, as horovod.tensorflow's.
+    # Integer tensors sum exactly (int64 wrapping on overflow) eagerly and in a tf.function; their average is
+    # rounded toward zero in their dtype, as horovod.tensorflow's.
     longs = tf.constant([2**62 + rank, -(2**40) * (rank + 1), -1], tf.int64)
     wrapped = (2**62 * size + size * (size - 1) // 2 + 2**63) % 2**64 - 2**63
     expected = [wrapped, -(2**40) * sum(r + 1 for r in range(size)), -size]
@@ -175,10 +175,12 @@ def _horovod_names(rank, size):
     assert got.dtype == tf.int64 and got.numpy().tolist() == expected, got
     traced = tf.function(lambda x: bps.allreduce(x, op=bps.Sum, name="hvd.int64.traced"))
     assert traced(longs).numpy().tolist() == expected
-    mean = bps.allreduce(tf.constant([rank, 1], tf.int32), name="hvd.int32.mean")
-    assert mean.dtype == tf.float64 and mean.numpy().tolist() == [(size - 1) / 2, 1.0], mean
+    mean = bps.allreduce(tf.constant([rank, 1, -int(rank == 0)], tf.int32), name="hvd.int32.mean")
+    assert mean.dtype == tf.int32 and mean.numpy().tolist() == [(size - 1) // 2, 1, 0], mean
     expect_error(ValueError, lambda: bps.allreduce(longs, op=bps.Sum, postscale_factor=2.0), ["int64", "exactly"],
                  "a scale factor on an integer tensor was accepted")
+    expect_error(TypeError, lambda: bps.allreduce(tf.constant([True])), ["dtype bool", "int64"],
+                 "a bool tensor was allreduced")
     # Unnamed eager calls in a loop reuse one tensor per dtype and shape (a graph's keep a name each).
     def unnamed_calls(rounds):
         for i in range(rounds):

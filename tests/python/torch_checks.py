@@ -348,8 +348,8 @@ def horovod_names():
     expect_error(ValueError, lambda: bps.allreduce(mine, op="max"), ["'max'", "Average or Sum"],
                  "an unknown op was accepted")
 
-    # Integer tensors sum exactly, wrapping on overflow as integers do; their average is floor-divided, as
-    # horovod.torch's.
+    # Integer tensors sum exactly, wrapping on overflow as integers do; their average is rounded toward zero,
+    # as horovod.torch's.
     def wrapped(value, bits):
         return (value + 2**(bits - 1)) % 2**bits - 2**(bits - 1)
 
@@ -363,10 +363,10 @@ def horovod_names():
     bytes_ = torch.tensor([200 + rank], dtype=torch.uint8)
     assert bps.synchronize(bps.allreduce_async(bytes_, op=bps.Sum)).tolist() == [(200 * size + ranks) % 256]
     one = torch.tensor([int(rank == 0), -int(rank == 0), 3], dtype=torch.int16)
-    assert bps.allreduce(one).tolist() == [0, -1, 3], "an integer average is the floor of sum / size"
+    assert bps.allreduce(one).tolist() == [0, 0, 3], "an integer average is sum / size rounded toward zero"
     expect_error(ValueError, lambda: bps.allreduce(longs, op=bps.Sum, prescale_factor=2.0), ["int64", "exactly"],
                  "a scale factor on an integer tensor was accepted")
-    expect_error(TypeError, lambda: bps.allreduce(torch.ones(2, dtype=torch.bool)), ["torch.bool"],
+    expect_error(TypeError, lambda: bps.allreduce(torch.ones(2, dtype=torch.bool)), ["torch.bool", "torch.int64"],
                  "a bool tensor was allreduced")
 
     # Unnamed calls in a loop (a metric each step, say) reuse one tensor per dtype and shape, their rounds
@@ -379,6 +379,9 @@ def horovod_names():
             assert bps.allreduce(torch.tensor(float(i + rank)), op=bps.Sum).item() == i * size + size * (size - 1) / 2
             assert bps.broadcast(torch.tensor([i + rank]), root_rank=size - 1).item() == i + size - 1
             assert bps.broadcast(torch.tensor([i + rank / 2]), root_rank=0).item() == i
+        x = torch.full((3,), float(i), requires_grad=True)  # forward and gradient: two rounds of one tensor
+        (bps.push_pull(x, average=False) * (rank + 1)).sum().backward()
+        assert torch.equal(x.grad, torch.full((3,), float(triangle))), x.grad
         return sorted(_session.current()._declared)
 
     assert unnamed_calls(1) == unnamed_calls(30), "unnamed calls of the same tensors declared new ones"

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from syncline import _session
 from syncline.reduce_ops import (Adasum, Average, Sum, allreduce_averages, check_exact_integers,  # noqa: F401
-                                 scaled)
-from syncline.tensorflow.ops import Compression, graph_builder, push_pull
+                                 scaled, unsupported_allreduce_dtype)
+from syncline.tensorflow.ops import SUPPORTED_DTYPES, Compression, graph_builder, push_pull
 
 INTEGER_DTYPES = (tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64)
 
@@ -24,11 +24,15 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     runs in libsyncline, on host memory."""
     mean = allreduce_averages(op, average)
     tensor = tf.convert_to_tensor(tensor)
+    if not tensor.dtype.is_floating and tensor.dtype not in INTEGER_DTYPES:
+        raise unsupported_allreduce_dtype(tensor.dtype.name, [d.name for d in SUPPORTED_DTYPES],
+                                          [d.name for d in INTEGER_DTYPES])
     if tensor.dtype in INTEGER_DTYPES:
         check_exact_integers(tensor.dtype.name, prescale_factor, postscale_factor, compression is not Compression.none)
         total = exact_integer_sum(tensor, name)
-        # As horovod.tensorflow's: an integer average is a float64 (a sum stays in the tensor's dtype).
-        return tf.cast(total, tf.float64) / _session.current().worker.size if mean else tf.cast(total, tensor.dtype)
+        if mean:  # as horovod.tensorflow's: rounded toward zero, in the tensor's dtype
+            total = tf.truncatediv(total, tf.constant(_session.current().worker.size, tf.int64))
+        return tf.cast(total, tensor.dtype)
     return push_pull(tensor, mean, name, scaled(compression, prescale_factor, postscale_factor))
 
 

@@ -42,6 +42,7 @@ from syncline.errors import SynclineError
 from syncline.tensorflow.steps import GraphSteps, step_ends
 
 _FLOATS = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
+SUPPORTED_DTYPES = _FLOATS  # what push_pull carries
 _DTYPE_CODES = {tf.float32: _capi.FLOAT32, tf.float64: _capi.FLOAT64, tf.float16: _capi.FLOAT16,
                 tf.bfloat16: _capi.BFLOAT16}
 _OP_LIBRARY = "libsyncline_tf_ops.so"
@@ -322,7 +323,7 @@ def broadcast(tensor, root_rank, name=None):
     session = _session.current()
     tensor = tf.convert_to_tensor(tensor)
     if name is None:
-        name = (session.unnamed("broadcast", tensor.dtype.name, tensor.shape.as_list())
+        name = (session.unnamed("broadcast", tensor.dtype.name, tensor.shape.as_list(), "none")
                 if tf.executing_eagerly() else session.unnamed("broadcast"))
     floats = tensor.dtype in _FLOATS
 

@@ -10,7 +10,7 @@ import torch
 
 from syncline import _session
 from syncline.reduce_ops import (Adasum, Average, Sum, allreduce_averages, check_exact_integers,  # noqa: F401
-                                 scaled)
+                                 scaled, unsupported_allreduce_dtype)
 from syncline.torch import ops
 from syncline.torch.broadcast import broadcast_object, broadcast_tensor_, check_root
 from syncline.torch.compression import Compression
@@ -23,8 +23,8 @@ class ExactIntegers:
     """A compressor (compress/decompress) that carries an integer tensor's sum exactly through a
     float64 push_pull: each value as a float64 (int64: its high 32 bits, signed, and its low 32 bits,
     as two), so each sum stays below 2^53 with up to 2^20 workers. The sum comes back in the
-    tensor's dtype, wrapping on overflow as integer arithmetic does; averaged, as horovod.torch
-    averages integers, floor-divided by `divisor` (the number of workers)."""
+    tensor's dtype, wrapping on overflow as integer arithmetic does; averaged, divided by `divisor`
+    (the number of workers) and rounded toward zero, as horovod.torch averages integers."""
 
     native = "none"  # exact: never the job's SYNCLINE_COMPRESSION
 
@@ -43,7 +43,7 @@ class ExactIntegers:
         else:
             total = summed.to(torch.int64)
         if self.divisor != 1:
-            total = torch.div(total, self.divisor, rounding_mode="floor")
+            total = torch.div(total, self.divisor, rounding_mode="trunc")
         return total.to(dtype)
 
     @staticmethod
@@ -53,8 +53,11 @@ class ExactIntegers:
 
 def _sum_form(tensor, average, compression, prescale_factor, postscale_factor):
     """push_pull's average flag and compressor for allreduce of `tensor`."""
-    if not isinstance(tensor, torch.Tensor) or tensor.dtype not in INTEGER_DTYPES:
+    if not isinstance(tensor, torch.Tensor) or tensor.dtype.is_floating_point:
         return average, scaled(compression, prescale_factor, postscale_factor)
+    if tensor.dtype not in INTEGER_DTYPES:
+        raise unsupported_allreduce_dtype(str(tensor.dtype), [str(d) for d in ops.SUPPORTED_DTYPES],
+                                          [str(d) for d in INTEGER_DTYPES])
     check_exact_integers(tensor.dtype, prescale_factor, postscale_factor, compression is not Compression.none)
     return False, ExactIntegers(_session.current().worker.size if average else 1)
 
@@ -64,7 +67,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """The average (op=Average, the default) or sum (op=Sum) of `tensor` over the workers, as a new
     tensor; differentiable (the gradient is allreduced alike). `prescale_factor` multiplies the
     tensor before the sum, `postscale_factor` the result after it. Integer tensors are summed
-    exactly (ExactIntegers), and their average is floor-divided, as horovod.torch's."""
+    exactly (ExactIntegers), and their average is rounded toward zero, as horovod.torch's."""
     average, form = _sum_form(tensor, allreduce_averages(op, average), compression, prescale_factor, postscale_factor)
     return ops.push_pull(tensor, average, name, compression=form)
 
@@ -92,7 +95,7 @@ def broadcast_(tensor, root_rank, name=None):
     """Overwrites `tensor` with root_rank's, exactly (any dtype); returns it."""
     check_root(root_rank)
     if name is None:
-        name = _session.current().unnamed("tensor", str(tensor.dtype).removeprefix("torch."), tensor.shape)
+        name = _session.current().unnamed("tensor", str(tensor.dtype).split(".")[-1], tensor.shape, "none")
     broadcast_tensor_(tensor, root_rank, "broadcast." + name)
     return tensor
 

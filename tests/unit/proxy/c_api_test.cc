@@ -44,6 +44,8 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   EXPECT_STREQ("bsp", syncline_sync_mode(w));  // unless SYNCLINE_SYNC_MODE says otherwise
   EXPECT_EQ(0, syncline_osp_period(w));  // chosen by the shims
   EXPECT_EQ(nullptr, syncline_sync_mode(nullptr));
+  EXPECT_STREQ("none", syncline_compression(w));  // unless SYNCLINE_COMPRESSION says otherwise
+  EXPECT_EQ(nullptr, syncline_compression(nullptr));
 
   uint32_t id = 0;
   EXPECT_NE(0, syncline_declare(w, "bad", 42, 10, &id));
