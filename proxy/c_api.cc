@@ -56,9 +56,6 @@ int syncline_cross_iteration(const syncline_worker* w) { return w && w->worker->
 const char* syncline_sync_mode(const syncline_worker* w) {
   return w ? w->worker->settings().sync_mode.c_str() : nullptr;
 }
-const char* syncline_compression(const syncline_worker* w) {
-  return w ? w->worker->settings().compression.c_str() : nullptr;
-}
 int syncline_osp_period(const syncline_worker* w) { return w ? w->worker->settings().osp_period : -1; }
 
 int syncline_declare(syncline_worker* w, const char* name, int dtype, uint64_t num_elements, uint32_t* id_out) {
@@ -75,6 +72,19 @@ int syncline_declare_compressed(syncline_worker* w, const char* name, int dtype,
   auto id = w->worker->Declare(name, *type, num_elements, options);
   if (!id.ok()) return Report(id.status());
   *id_out = *id;
+  return Report(syncline::Status::Ok());
+}
+
+int syncline_would_compress(const syncline_worker* w, int dtype, uint64_t num_elements, const char* compression,
+                            int* out) {
+  if (!w || !out) return Report(syncline::InvalidArgument("syncline_would_compress: null argument"));
+  auto type = syncline::DTypeFromWire(dtype);
+  if (!type.ok()) return Report(type.status());
+  syncline::DeclareOptions options;
+  if (compression != nullptr) options.compression = std::string(compression);
+  auto compressed = w->worker->WouldCompress(*type, num_elements, options);
+  if (!compressed.ok()) return Report(compressed.status());
+  *out = *compressed ? 1 : 0;
   return Report(syncline::Status::Ok());
 }
 

@@ -44,9 +44,6 @@ SYNCLINE_EXPORT int syncline_cross_iteration(const syncline_worker* w);
  * and async a push_pull returns the servers' running total (ssp: at most
  * SYNCLINE_SSP_STALENESS rounds behind the slowest worker). */
 SYNCLINE_EXPORT const char* syncline_sync_mode(const syncline_worker* w);
-/* The job's compression of float32 tensors (SYNCLINE_COMPRESSION): "none",
- * "int8", "topk:0.01", ...; null without a worker. */
-SYNCLINE_EXPORT const char* syncline_compression(const syncline_worker* w);
 /* In osp mode, the local steps between two synchronizations (SYNCLINE_OSP_PERIOD);
  * 0: the glue chooses it from measurement. */
 SYNCLINE_EXPORT int syncline_osp_period(const syncline_worker* w);
@@ -61,6 +58,11 @@ SYNCLINE_EXPORT int syncline_declare(syncline_worker* w, const char* name, int d
  * A compressed tensor cannot be broadcast (syncline_broadcast refuses it). */
 SYNCLINE_EXPORT int syncline_declare_compressed(syncline_worker* w, const char* name, int dtype,
                                                 uint64_t num_elements, const char* compression, uint32_t* id_out);
+/* Sets *out to 1 if a tensor declared so (compression as in
+ * syncline_declare_compressed, null for the job's) would travel compressed,
+ * else 0; a compression it could not take fails with the reason. */
+SYNCLINE_EXPORT int syncline_would_compress(const syncline_worker* w, int dtype, uint64_t num_elements,
+                                            const char* compression, int* out);
 /* Starts an in-place sum of `data` across workers. `priority`: larger goes
  * first. `done` (may be null) is called once when it ends. `op_out` (may be
  * null when `done` is given) receives a handle for syncline_poll and

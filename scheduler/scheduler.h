@@ -150,6 +150,7 @@ class Scheduler {
   std::unique_ptr<KeyPlacement> placement_ GUARDED_BY(mu_);
   bool shutdown_sent_ GUARDED_BY(mu_) = false;
   std::map<int32_t, proto::WorkerStalled> stalled_ GUARDED_BY(mu_);  // by worker node id
+  Clock::time_point declarations_warned_at_ GUARDED_BY(mu_) = {};  // stalls.cc: the last busy-worker warning
 };
 
 }  // namespace syncline

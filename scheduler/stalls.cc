@@ -11,6 +11,7 @@
 // waits too, the job ends naming what each waits in.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "common/log_limiter.h"
@@ -148,10 +149,15 @@ void Scheduler::CheckStuckDeclarations() {
     const TensorEntry* tensor;
   };
   std::map<int, Wait> declaring;
+  std::set<int32_t> just_declared;  // waiting less than the timeout: their wait may yet end
   for (const auto& [name, t] : tensors_)
     for (const auto& [id, since] : t.waiting_since) {
       const Node& n = nodes_.at(id);
-      if (n.finished || now - since < timeout) continue;
+      if (n.finished) continue;
+      if (now - since < timeout) {
+        just_declared.insert(id);
+        continue;
+      }
       auto [it, fresh] = declaring.try_emplace(n.info.rank(), Wait{id, since, &name, &t});
       if (!fresh && since < it->second.since) it->second = Wait{id, since, &name, &t};
     }
@@ -159,6 +165,7 @@ void Scheduler::CheckStuckDeclarations() {
   std::vector<int> stalled, at_barrier, busy, finished;
   for (const auto& [id, n] : nodes_) {
     if (n.info.role() != proto::WORKER || declaring.count(n.info.rank())) continue;
+    if (just_declared.count(id)) return;
     if (n.finished)
       finished.push_back(n.info.rank());
     else if (stalled_.count(id))
@@ -178,7 +185,7 @@ void Scheduler::CheckStuckDeclarations() {
     }
     std::vector<int> missing;
     for (const auto& [id, n] : nodes_)
-      if (n.info.role() == proto::WORKER && !n.finished && !wait.tensor->declared_by.count(id))
+      if (n.info.role() == proto::WORKER && !wait.tensor->declared_by.count(id))
         missing.push_back(n.info.rank());
     std::sort(missing.begin(), missing.end());
     waits += std::string(waits.empty() ? "" : "; ") + "worker " + std::to_string(rank) + " has waited " +
@@ -192,7 +199,9 @@ void Scheduler::CheckStuckDeclarations() {
     return ranks.empty() ? "" : "; " + Workers(ranks) + " " + (ranks.size() == 1 ? verb_one : verb_many) + what;
   };
   if (!busy.empty()) {
-    SYNCLINE_LOG_WARN_LIMITED("{}; {} {} not waiting for anything: if {} never declare{} the same tensors, the job "
+    if (now - declarations_warned_at_ < timeout) return;  // once per stall timeout, as stall notes come
+    declarations_warned_at_ = now;
+    SYNCLINE_LOG_WARN("{}; {} {} not waiting for anything: if {} never declare{} the same tensors, the job "
                               "waits until the request timeout (SYNCLINE_REQUEST_TIMEOUT_MS)",
                               waits, Workers(busy), busy.size() == 1 ? "is" : "are", busy.size() == 1 ? "it" : "they",
                               busy.size() == 1 ? "s" : "");
@@ -203,7 +212,8 @@ void Scheduler::CheckStuckDeclarations() {
                        also(at_barrier, "waits", "wait", " at a barrier") +
                        also(finished, "has", "have", " finished") +
                        ". Every worker must declare the same tensors in the same order (a tensor is declared at its "
-                       "first push_pull; a push_pull without a name is named after its dtype and shape)";
+                       "first push_pull; a push_pull without a name is named after its dtype and shape, or counted "
+                       "where it is compressed or in a graph)";
   AbortJob(reason, declaring.size() == 1 ? declaring.begin()->second.id : -1);
 }
 

@@ -108,6 +108,9 @@ class Worker {
   // another worker aborts the job with an error naming the tensor.
   // A compression the dtype cannot take, or one in ssp or async mode, is an
   // InvalidArgument saying why.
+  // Whether a tensor declared with these would travel compressed (the
+  // compression Declare chooses is not none); an invalid choice is an error.
+  Result<bool> WouldCompress(DType dtype, uint64_t num_elements, const DeclareOptions& options = {}) const;
   Result<TensorId> Declare(const std::string& name, DType dtype, uint64_t num_elements,
                            const DeclareOptions& options = {});
   // Starts summing the declared tensor `id` at `data` across all workers, in

@@ -31,6 +31,11 @@ Result<compression::Spec> Worker::ChooseCompression(const std::string& name, DTy
   return form;
 }
 
+Result<bool> Worker::WouldCompress(DType dtype, uint64_t num_elements, const DeclareOptions& options) const {
+  SYNCLINE_ASSIGN_OR_RETURN(compression::Spec form, ChooseCompression("(unnamed)", dtype, num_elements, options));
+  return form.kind != compression::Kind::kNone;
+}
+
 void Worker::SetPlacement(Tensor& t, uint64_t partition, const proto::DeclareReply& reply) {
   Placement& p = t.by_partition[partition];
   p.chunks.assign(reply.chunks().begin(), reply.chunks().end());

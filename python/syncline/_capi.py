@@ -14,6 +14,7 @@ from syncline.errors import SynclineError
 FLOAT32, FLOAT64, FLOAT16, BFLOAT16 = 1, 2, 3, 4
 DEADLINE_EXCEEDED = 5  # StatusCode::kDeadlineExceeded (common/status.h)
 DTYPE_NAMES = {FLOAT32: "float32", FLOAT64: "float64", FLOAT16: "float16", BFLOAT16: "bfloat16"}
+DTYPE_CODES = {name: code for code, name in DTYPE_NAMES.items()}
 
 
 def unsupported_dtype(name, carried):
@@ -67,7 +68,7 @@ def _load():
             "syncline_local_size": (i, [p]),
             "syncline_cross_iteration": (i, [p]),
             "syncline_sync_mode": (ctypes.c_char_p, [p]),
-            "syncline_compression": (ctypes.c_char_p, [p]),
+            "syncline_would_compress": (i, [p, i, u64, ctypes.c_char_p, ctypes.POINTER(i)]),
             "syncline_osp_period": (i, [p]),
             "syncline_declare": (i, [p, ctypes.c_char_p, i, u64, ctypes.POINTER(u32)]),
             "syncline_declare_compressed": (i, [p, ctypes.c_char_p, i, u64, ctypes.c_char_p, ctypes.POINTER(u32)]),
@@ -162,7 +163,6 @@ class Worker:
         self.local_size = self._lib.syncline_local_size(handle)
         self.cross_iteration = self._lib.syncline_cross_iteration(handle) == 1
         self.sync_mode = self._lib.syncline_sync_mode(handle).decode()
-        self.compression = self._lib.syncline_compression(handle).decode()  # the job's, for float32 tensors
         self.osp_period = self._lib.syncline_osp_period(handle)
         self._kernel_api = None
 
@@ -183,6 +183,14 @@ class Worker:
                                                      ctypes.byref(tensor_id))
         _check(self._lib, code, f"declaring tensor '{name}'")
         return tensor_id.value
+
+    def would_compress(self, dtype, num_elements, compression=None):
+        """Whether a tensor declared so would travel compressed (`compression` as in declare)."""
+        out = ctypes.c_int(0)
+        form = None if compression is None else compression.encode()
+        _check(self._lib, self._lib.syncline_would_compress(self._handle, dtype, num_elements, form, ctypes.byref(out)),
+               "would_compress")
+        return out.value == 1
 
     def push_pull_async(self, tensor_id, address, average, priority, output=None, stream=None):
         """Sums the tensor at `address` in place, or into `output` (an address) leaving it unread.

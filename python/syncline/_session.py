@@ -62,6 +62,7 @@ class Session:
         self._declare_lock = threading.Lock()  # a name's check and declaration as one step
         self._declared = {}  # name -> (dtype code, shape, tensor id, compression)
         self._unnamed = 0
+        self._compressed = {}  # (dtype name, shape, form) -> whether it would travel compressed
         self.handles = Handles()  # every shim's operations in flight, until waited for
         self.outputs = OutputPool()  # what sums are written into, for shims that hand them over
         self._closers = []  # run at shutdown, before the worker leaves (e.g. updater threads)
@@ -222,13 +223,29 @@ class Session:
         running total), and a tensor that may travel compressed (an explicit form, or float32 under
         the job's SYNCLINE_COMPRESSION), whose error feedback carries what one push left out into
         that tensor's next push."""
-        compressed = form not in (None, "none") or (form is None and dtype == "float32" and
-                                                   self.worker.compression != "none")
-        if dtype is not None and not compressed and not (kind == "push_pull" and self.sync_mode == "async"):
+        if dtype is not None and not self._may_compress(dtype, shape, form) and not (kind == "push_pull" and
+                                                                                     self.sync_mode == "async"):
             return f"syncline.noname.{kind}.{dtype}{list(shape)}" + (f".{form}" if form else "")
         with self._lock:
             self._unnamed += 1
             return f"syncline.noname.{kind}.{self._unnamed}"
+
+    def _may_compress(self, dtype, shape, form):
+        """Whether a tensor of `dtype` (its name) and `shape` declared in `form` would travel compressed
+        (libsyncline decides: the job's SYNCLINE_COMPRESSION, SYNCLINE_MIN_COMPRESS_BYTES); asked once each."""
+        if form == "none":
+            return False
+        key = (dtype, tuple(shape), form)
+        known = self._compressed.get(key)
+        if known is None:
+            code = _capi.DTYPE_CODES.get(dtype)
+            try:
+                known = code is None or self.worker.would_compress(code, int(np.prod(shape, dtype=np.int64)), form)
+            except SynclineError:
+                known = True  # a form the tensor cannot take: its declaration says why
+            with self._lock:
+                self._compressed[key] = known
+        return known
 
     def broadcast_bytes(self, data, root):
         """Root's `data` (bytes) on every worker, bit for bit; `data` is ignored elsewhere."""

@@ -85,20 +85,22 @@ def refusals_and_exact_broadcasts():
 
 
 def job_compression_applies_to_float32_push_pulls():
-    """SYNCLINE_COMPRESSION=onebit in the job: a plain push_pull of float32 comes back as onebit
-    (one magnitude, signs), a float64 one exactly."""
+    """SYNCLINE_COMPRESSION=onebit in the job (SYNCLINE_MIN_COMPRESS_BYTES=4096): a plain push_pull of
+    float32 comes back as onebit (one magnitude, signs), a float64 one exactly."""
     result = bps.push_pull(torch.from_numpy(values(0, 0)), average=True, name="plain")
     assert len(torch.unique(result.abs())) == 1, "a float32 push_pull was not onebit"
     exact = bps.push_pull(torch.arange(3000, dtype=torch.float64), average=True, name="plain64")
     assert torch.equal(exact, torch.arange(3000, dtype=torch.float64)), exact
-    # Unnamed float32 push_pulls may travel compressed here: each gets a tensor (and error feedback) of its own,
-    # where unnamed float64 ones reuse one.
+    # An unnamed float32 push_pull that travels compressed gets a tensor (and error feedback) of its own each
+    # time; unnamed float64 ones, and float32 ones below SYNCLINE_MIN_COMPRESS_BYTES, reuse one.
     declared = set(_session.current()._declared)
     for _ in range(2):
         bps.push_pull(torch.from_numpy(values(0, 0)))
         bps.push_pull(torch.arange(3000, dtype=torch.float64))
+        assert torch.equal(bps.push_pull(torch.arange(8.0)), torch.arange(8.0)), "a small float32 was compressed"
     new = sorted(set(_session.current()._declared) - declared)
-    assert len(new) == 3 and "syncline.noname.push_pull.float64[3000]" in new, new
+    reused = {"syncline.noname.push_pull.float64[3000]", "syncline.noname.push_pull.float32[8]"}
+    assert len(new) == 4 and reused <= set(new), new
 
 
 def every_form_trains():

@@ -21,7 +21,8 @@ def test_refusals_and_exact_broadcasts():
 
 
 def test_job_compression_applies_to_float32_push_pulls():
-    run_checks("job_compression_applies_to_float32_push_pulls", env={"SYNCLINE_COMPRESSION": "onebit"})
+    run_checks("job_compression_applies_to_float32_push_pulls",
+               env={"SYNCLINE_COMPRESSION": "onebit", "SYNCLINE_MIN_COMPRESS_BYTES": "4096"})
 
 
 def test_every_form_trains_through_the_distributed_optimizer():

@@ -44,8 +44,15 @@ TEST(CApi, InitDeclarePushPullShutdown) {
   EXPECT_STREQ("bsp", syncline_sync_mode(w));  // unless SYNCLINE_SYNC_MODE says otherwise
   EXPECT_EQ(0, syncline_osp_period(w));  // chosen by the shims
   EXPECT_EQ(nullptr, syncline_sync_mode(nullptr));
-  EXPECT_STREQ("none", syncline_compression(w));  // unless SYNCLINE_COMPRESSION says otherwise
-  EXPECT_EQ(nullptr, syncline_compression(nullptr));
+  int compressed = -1;
+  ASSERT_EQ(0, syncline_would_compress(w, 1, 1 << 20, nullptr, &compressed)) << syncline_last_error();
+  EXPECT_EQ(0, compressed);  // the job's compression: none unless SYNCLINE_COMPRESSION says otherwise
+  ASSERT_EQ(0, syncline_would_compress(w, 1, 1 << 20, "int8", &compressed)) << syncline_last_error();
+  EXPECT_EQ(1, compressed);
+  ASSERT_EQ(0, syncline_would_compress(w, 1, 4, "int8", &compressed)) << syncline_last_error();
+  EXPECT_EQ(0, compressed);  // below SYNCLINE_MIN_COMPRESS_BYTES
+  EXPECT_NE(0, syncline_would_compress(w, 2, 1 << 20, "int8", &compressed));  // int8 takes fp32 only
+  EXPECT_NE(0, syncline_would_compress(nullptr, 1, 4, nullptr, &compressed));
 
   uint32_t id = 0;
   EXPECT_NE(0, syncline_declare(w, "bad", 42, 10, &id));

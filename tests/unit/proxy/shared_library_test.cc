@@ -30,7 +30,7 @@ void* SharedLibraryTest::handle_ = nullptr;
 TEST_F(SharedLibraryTest, ExportsTheWholeCApi) {
   for (const char* name : {"syncline_last_error", "syncline_init", "syncline_rank", "syncline_size",
                            "syncline_local_rank", "syncline_local_size", "syncline_cross_iteration", "syncline_sync_mode",
-                           "syncline_compression", "syncline_osp_period",
+                           "syncline_would_compress", "syncline_osp_period",
                            "syncline_declare", "syncline_push_pull_async", "syncline_push_pull_to", "syncline_push_pull_on_stream", "syncline_push_pull", "syncline_poll", "syncline_wait",
                            "syncline_op_free", "syncline_begin_step", "syncline_now_us", "syncline_trace_span", "syncline_broadcast", "syncline_barrier", "syncline_shutdown"}) {
     EXPECT_NE(dlsym(handle_, name), nullptr) << name << " is not exported";

@@ -146,5 +146,17 @@ TEST_F(StallNotesTest, ADeclarationWaitsForAWorkerThatMayStillMakeIt) {
   EXPECT_FALSE(z.get().ok());
 }
 
+TEST_F(StallNotesTest, ADeclarationAFinishedWorkerNeverMadeEndsTheJobNamingIt) {
+  SetUpJob(300);
+  ASSERT_TRUE(w1_->client->Finish().ok());
+  auto x = Declare(*w0_, "x");
+  Status st = RunResult();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("in the declaration of tensor 'x' (fp32[100] in chunks of 4096 bytes), which "
+                                      "worker " + Rank(w1_) + " has not declared; worker " + Rank(w1_) +
+                                      " has finished"));
+  EXPECT_FALSE(x.get().ok());
+}
+
 }  // namespace
 }  // namespace syncline
