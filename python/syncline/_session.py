@@ -16,6 +16,7 @@ import numpy as np
 from syncline import _capi
 from syncline._handles import Handles
 from syncline._outputs import OutputPool
+from syncline._unnamed import UnnamedCalls
 from syncline.errors import NotInitializedError, SynclineError
 
 # Settings that say this process was started as part of a job (by pslaunch,
@@ -61,8 +62,7 @@ class Session:
         self._lock = threading.Lock()
         self._declare_lock = threading.Lock()  # a name's check and declaration as one step
         self._declared = {}  # name -> (dtype code, shape, tensor id, compression)
-        self._unnamed = 0
-        self._compressed = {}  # (dtype name, shape, form) -> whether it would travel compressed
+        self.unnamed = UnnamedCalls(self.worker).name  # unnamed(kind, dtype, shape, form): a call's name
         self.handles = Handles()  # every shim's operations in flight, until waited for
         self.outputs = OutputPool()  # what sums are written into, for shims that hand them over
         self._closers = []  # run at shutdown, before the worker leaves (e.g. updater threads)
@@ -210,42 +210,6 @@ class Session:
             keep_alive(posted)  # the others may still be in flight too
             raise
         return [entry.result for entry in posted]
-
-    def unnamed(self, kind, dtype=None, shape=(), form=None):
-        """A name for a call that gave none, the same on every worker that makes the same calls.
-
-        With the tensor's `dtype` (its name), `shape` and `form` (how it travels; None: the job's):
-        one name per kind of call and tensor, so a loop of unnamed calls reuses one tensor on the
-        servers (its rounds keep the calls apart) where a name per call would declare a tensor, and
-        hold its keys, for every call. A new name for every call, counted, where the order of calls
-        is not given or a tensor must not be reused: without `dtype` (graph ops, whose run order may
-        differ from worker to worker), push_pulls in async mode (the servers keep each tensor's
-        running total), and a tensor that may travel compressed (an explicit form, or float32 under
-        the job's SYNCLINE_COMPRESSION), whose error feedback carries what one push left out into
-        that tensor's next push."""
-        if dtype is not None and not self._may_compress(dtype, shape, form) and not (kind == "push_pull" and
-                                                                                     self.sync_mode == "async"):
-            return f"syncline.noname.{kind}.{dtype}{list(shape)}" + (f".{form}" if form else "")
-        with self._lock:
-            self._unnamed += 1
-            return f"syncline.noname.{kind}.{self._unnamed}"
-
-    def _may_compress(self, dtype, shape, form):
-        """Whether a tensor of `dtype` (its name) and `shape` declared in `form` would travel compressed
-        (libsyncline decides: the job's SYNCLINE_COMPRESSION, SYNCLINE_MIN_COMPRESS_BYTES); asked once each."""
-        if form == "none":
-            return False
-        key = (dtype, tuple(shape), form)
-        known = self._compressed.get(key)
-        if known is None:
-            code = _capi.DTYPE_CODES.get(dtype)
-            try:
-                known = code is None or self.worker.would_compress(code, int(np.prod(shape, dtype=np.int64)), form)
-            except SynclineError:
-                known = True  # a form the tensor cannot take: its declaration says why
-            with self._lock:
-                self._compressed[key] = known
-        return known
 
     def broadcast_bytes(self, data, root):
         """Root's `data` (bytes) on every worker, bit for bit; `data` is ignored elsewhere."""
